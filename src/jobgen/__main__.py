@@ -1,0 +1,3 @@
+from jobgen.cli import main
+
+main()
