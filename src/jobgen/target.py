@@ -1,0 +1,279 @@
+"""Which systemd will read the units: target parsing and version gates.
+
+Pure: no I/O.  The facts come from directive_table (generated from systemd's
+own parser tables by tools/gen_directives.py) and from VALUE_GATES below.
+
+A target is a range of systemd major releases.  A directive or value is
+allowed only if *every* release in the range accepts it without a warning:
+introduced at or before the lowest release, and neither removed nor reduced to
+a warning at or before the highest one.  An open range (``>=252``) includes
+every future release, so a key that newer systemd only warns about is not
+allowed for it.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from typing import Iterable, NamedTuple
+
+from jobgen.directive_table import DIRECTIVES, FIRST_RELEASE, LAST_RELEASE, Directive
+
+# Distribution presets: name -> (systemd major, citation).  The citation is the
+# distribution's systemd package; the major is what its unit-file parser is.
+PRESETS: dict[str, tuple[int, str]] = {
+    # Debian: https://packages.debian.org/<suite>/systemd
+    "debian-11": (247, "Debian 11 bullseye: systemd 247.3-7+deb11u5"),
+    "debian-12": (252, "Debian 12 bookworm: systemd 252.39-1~deb12u2"),
+    "debian-13": (257, "Debian 13 trixie: systemd 257.13-1~deb13u1"),
+    # Ubuntu: https://launchpad.net/ubuntu/+source/systemd (release pocket)
+    "ubuntu-20.04": (245, "Ubuntu 20.04 focal: systemd 245.4-4ubuntu3"),
+    "ubuntu-22.04": (249, "Ubuntu 22.04 jammy: systemd 249.11-0ubuntu3"),
+    "ubuntu-24.04": (255, "Ubuntu 24.04 noble: systemd 255.4-1ubuntu8"),
+    # RHEL: systemd-239-*.el8 for all of 8.x; 9.0 and 9.1 shipped
+    # systemd-250-*.el9, 9.2 and later systemd-252-*.el9.  The preset means a
+    # current 9.x; pin "250" for 9.0/9.1 hosts.
+    "rhel-8": (239, "RHEL 8: systemd-239-*.el8"),
+    "rhel-9": (252, "RHEL 9.2+: systemd-252-*.el9 (9.0/9.1: systemd-250)"),
+}
+
+# Values whose acceptance changed after the directive itself appeared.  Only
+# values jobgen emits or users commonly pass.  Each `since` is measured from
+# systemd's sources (tests/test_directive_table.py checks every row against
+# directive_table.VALUES, which tools/gen_directives.py probes per release).
+# A value not listed here is accepted wherever its directive is.
+
+
+class ValueGate(NamedTuple):
+    section: str
+    directive: str
+    value: str
+    since: int
+    citation: str
+
+
+VALUE_GATES: tuple[ValueGate, ...] = (
+    ValueGate("Service", "Type", "exec", 240, "src/core/service.c@v240 service_type_table"),
+    # service_verify() refused every Restart= but "no" for oneshot before 244.
+    ValueGate("Service", "Restart", "on-failure with Type=oneshot", 244,
+              "src/core/service.c@v244 service_verify()"),
+    # kill_mode_table has "mixed" since 209 (NEWS), older than the table.
+    ValueGate("Service", "KillMode", "mixed", FIRST_RELEASE, "src/core/kill.c@v230 kill_mode_table"),
+    # config_parse_exec(): command-line prefixes (systemd.service(5) "Command lines").
+    ValueGate("Service", "ExecStart", "prefix +", 231, "src/core/load-fragment.c@v231 config_parse_exec()"),
+    ValueGate("Service", "ExecStart", "prefix !", 235, "src/core/load-fragment.c@v235 config_parse_exec()"),
+    ValueGate("Service", "ExecStart", "prefix !!", 235, "src/core/load-fragment.c@v235 config_parse_exec()"),
+    ValueGate("Service", "ExecStart", "prefix :", 242, "src/core/load-fragment.c@v242 config_parse_exec()"),
+    ValueGate("Service", "ExecStart", "prefix |", 258, "src/core/load-fragment.c@v258 config_parse_exec()"),
+    ValueGate("Service", "StandardOutput", "file:", 236, "src/core/execute.c@v236 exec_output_table"),
+    ValueGate("Service", "StandardOutput", "append:", 240, "src/core/execute.c@v240 exec_output_table"),
+    ValueGate("Service", "StandardOutput", "truncate:", 248, "src/core/execute.c@v248 exec_output_table"),
+    ValueGate("Service", "ProtectSystem", "strict", 232, "src/core/namespace.c@v232 protect_system_table"),
+    ValueGate("Service", "ProtectHome", "tmpfs", 238, "src/core/namespace.c@v238 protect_home_table"),
+    ValueGate("Service", "PrivateTmp", "disconnected", 257, "src/core/namespace.c@v257 private_tmp_table"),
+    ValueGate("Service", "PrivateUsers", "self", 257, "src/core/namespace.c@v257 private_users_table"),
+    ValueGate("Service", "ProtectControlGroups", "strict", 257,
+              "src/core/namespace.c@v257 protect_control_groups_table"),
+    # calendarspec.c: "... Europe/Berlin" suffix, and "~" counting days from
+    # the end of the month.
+    ValueGate("Timer", "OnCalendar", "time zone", 235, "src/basic/calendarspec.c@v235 calendar_spec_from_string()"),
+    ValueGate("Timer", "OnCalendar", "~ (from end of month)", 233,
+              "src/basic/calendarspec.c@v233 calendar_spec_from_string()"),
+)
+
+_DIRECTIVES: dict[tuple[str, str], Directive] = {(d.section, d.name): d for d in DIRECTIVES}
+_VALUE_GATES: dict[tuple[str, str, str], ValueGate] = {
+    (g.section, g.directive, g.value): g for g in VALUE_GATES
+}
+
+_CLAUSE = re.compile(r"(?P<op>===|>=|<=|==|!=|~=|>|<)?\s*(?P<version>[^<>=!~\s].*)")
+_MAJOR = re.compile(r"[0-9]+")
+# A distribution version string: major, then anything after . ~ + - or space
+# ("252.38-1~deb12u1", "249.11-0ubuntu3", "252-46.el9_4").
+_PACKAGE_VERSION = re.compile(r"(?P<major>[0-9]+)(?:[.~+\-].*)?")
+_EXPECTED = "expected a version like '252', a range like '>=252,<258', or a preset"
+
+
+@dataclass(frozen=True)
+class Target:
+    """A range of systemd major releases: min..max inclusive (max None = open)."""
+
+    min: int
+    max: int | None
+    text: str
+
+    @property
+    def preset(self) -> str | None:
+        return self.text if self.text in PRESETS else None
+
+    @property
+    def label(self) -> str:
+        """How messages name the target: ">=252", "252", "debian-12 (systemd 252)"."""
+        return f"{self.text} (systemd {self.min})" if self.preset else self.text
+
+    def describe(self) -> str:
+        if self.preset:
+            return f"systemd {self.min} (preset {self.text}: {PRESETS[self.text][1]})"
+        if self.text.isdigit():
+            return f"systemd {self.text}"
+        upper = "newest" if self.max is None else str(self.max)
+        span = str(self.min) if self.min == self.max else f"{self.min} ... {upper}"
+        return f"systemd {self.text} ({span})"
+
+    def includes(self, release: int) -> bool:
+        return self.min <= release and (self.max is None or release <= self.max)
+
+    def _reaches(self, release: int | None) -> bool:
+        """True if some release in the range is `release` or later."""
+        return release is not None and (self.max is None or release <= self.max)
+
+    def first_release(self, section: str, directive: str) -> int | None:
+        row = _DIRECTIVES.get((section, directive))
+        return row.since if row else None
+
+    def lacking(self, section: str, directive: str) -> str | None:
+        """Why the directive is not allowed for this target, or None if it is."""
+        row = _DIRECTIVES.get((section, directive))
+        if row is None:
+            return (f"[{section}] {directive}= is not accepted by any systemd "
+                    f"{FIRST_RELEASE}..{LAST_RELEASE}")
+        if row.since > self.min:
+            return f"needs systemd >= {row.since}; target is {self.label}"
+        if self._reaches(row.removed):
+            return f"was removed in systemd {row.removed}; {self._against(row.removed)}"
+        if self._reaches(row.deprecated):
+            return (f"is ignored with a warning from systemd {row.deprecated} on; "
+                    f"{self._against(row.deprecated)}")
+        return None
+
+    def _against(self, release: int) -> str:
+        if release <= self.min:
+            return f"target is {self.label}"
+        return f"target {self.label} includes {release}"
+
+    def has(self, section: str, directive: str) -> bool:
+        return self.lacking(section, directive) is None
+
+    def lacking_value(self, section: str, directive: str, value: str) -> str | None:
+        """Why `directive=value` is not allowed, or None.  Values not in
+        VALUE_GATES are allowed wherever the directive is."""
+        if reason := self.lacking(section, directive):
+            return reason
+        gate = _VALUE_GATES.get((section, directive, value))
+        if gate is not None and gate.since > self.min:
+            return f"{directive}={value} needs systemd >= {gate.since}; target is {self.label}"
+        return None
+
+    def has_value(self, section: str, directive: str, value: str) -> bool:
+        return self.lacking_value(section, directive, value) is None
+
+
+def parse_target(text: str) -> Target:
+    """Read a target: "252", "252.38-1~deb12u1", ">=252", ">=252,<258",
+    "==257" or a preset name.  Raises ValueError with a message that names
+    the problem (the caller adds file:line:col)."""
+    stripped = text.strip()
+    if not stripped:
+        raise ValueError(f"empty systemd target; {_EXPECTED} ({_preset_list()})")
+    if stripped.lower() in PRESETS:
+        name = stripped.lower()
+        release = PRESETS[name][0]
+        return Target(release, release, name)
+    if m := _PACKAGE_VERSION.fullmatch(stripped):
+        release = int(m["major"])
+        _check_known(release, stripped)
+        return Target(release, release, str(release))
+    if stripped[0] not in "<>=!~":
+        raise ValueError(f"unknown systemd target {stripped!r}; {_EXPECTED} ({_preset_list()})")
+    low, high = 0, None
+    canonical = []
+    for clause in stripped.split(","):
+        op, release = _clause(clause.strip(), stripped)
+        canonical.append(f"{op}{release}")
+        if op in (">=", "=="):
+            low = max(low, release)
+        if op == ">":
+            low = max(low, release + 1)
+        if op in ("<=", "=="):
+            high = release if high is None else min(high, release)
+        if op == "<":
+            high = release - 1 if high is None else min(high, release - 1)
+    if high is not None and high < low:
+        raise ValueError(f"systemd target {stripped!r} matches no release "
+                         f"(it needs >= {low} and <= {high})")
+    if low == 0:
+        raise ValueError(f"systemd target {stripped!r} has no lower bound; "
+                         f"add one, e.g. '>=252,{stripped}'")
+    _check_known(low, stripped)
+    return Target(low, high, ",".join(canonical))
+
+
+def _clause(clause: str, whole: str) -> tuple[str, int]:
+    m = _CLAUSE.fullmatch(clause)
+    if not clause or not m or not m["op"]:
+        raise ValueError(f"cannot read {clause!r} in systemd target {whole!r}; "
+                         "expected clauses like '>=252', '<258' or '==257' joined by ','")
+    if m["op"] not in (">=", "<=", "==", ">", "<"):
+        raise ValueError(f"operator {m['op']!r} in systemd target {whole!r} is not supported; "
+                         "use >=, >, <=, < or ==")
+    version = m["version"].strip()
+    if not _MAJOR.fullmatch(version):
+        raise ValueError(f"{version!r} in systemd target {whole!r} is not a systemd major "
+                         "release; write a whole number such as 252")
+    return m["op"], int(version)
+
+
+def _check_known(release: int, whole: str) -> None:
+    if release < FIRST_RELEASE:
+        raise ValueError(f"systemd target {whole!r} reaches below systemd {FIRST_RELEASE}, "
+                         "the oldest release jobgen's directive table covers")
+
+
+def _preset_list() -> str:
+    return "one of " + ", ".join(sorted(PRESETS))
+
+
+_SYSTEMCTL_VERSION = re.compile(r"systemd (?P<major>[0-9]+)(?:[ .(~+\-]|$)")
+
+
+def parse_systemctl_version(output: str) -> int:
+    """The major release from `systemctl --version` output, whose first line
+    reads "systemd 252 (252.38-1~deb12u1)"."""
+    first = output.strip().splitlines()[0] if output.strip() else ""
+    m = _SYSTEMCTL_VERSION.match(first)
+    if not m:
+        raise ValueError(f"cannot read a systemd version from 'systemctl --version' output {first!r}")
+    return int(m["major"])
+
+
+class SupportRow(NamedTuple):
+    section: str
+    directive: str
+    since: int
+    status: str  # "ok" | "gated" | "deprecated"
+
+
+def supported_directives(target: Target, names: Iterable[tuple[str, str]]) -> list[SupportRow]:
+    """For `jobgen directives`: each (section, directive) with its first
+    release and whether the target may use it ("ok"), lacks it in part of the
+    range ("gated"), or reaches a release that removed it or only warns
+    ("deprecated")."""
+    rows = []
+    for section, directive in names:
+        row = _DIRECTIVES.get((section, directive))
+        if row is None:
+            raise ValueError(f"[{section}] {directive}= is not in the directive table")
+        if row.since > target.min:
+            status = "gated"
+        elif target._reaches(row.removed) or target._reaches(row.deprecated):
+            status = "deprecated"
+        else:
+            status = "ok"
+        rows.append(SupportRow(section, directive, row.since, status))
+    return rows
+
+
+__all__ = [
+    "PRESETS", "VALUE_GATES", "SupportRow", "Target", "ValueGate",
+    "parse_systemctl_version", "parse_target", "supported_directives",
+]
