@@ -1,0 +1,1 @@
+"""Helpers for jobgen's tests: real tools driven from Python (no mocks)."""
