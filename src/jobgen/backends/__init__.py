@@ -1,0 +1,250 @@
+"""Cluster lock backends for `jobgen lock`: the scheme table, the parsed target, the errors.
+
+A backend module is chosen by the URL scheme through SCHEMES and imported only when used,
+so a host that runs Redis-locked jobs never needs PyMySQL or psycopg (and `jobgen render`
+never imports any of them). Every backend module provides
+
+    acquire(target: Target, name: str, opts: Options) -> Held | None
+
+returning None when the lock is held elsewhere (after waiting up to opts.wait seconds), and
+raising Unreachable / AuthFailed / ConfigError / ServerError otherwise. The Held object is
+the lock for the whole run: `token` (fencing token or None), `watch(lost)` (starts a daemon
+thread that calls lost(event, detail) once if the lock can no longer be vouched for),
+`release()` (True if it was still ours) and `close()`.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import threading
+import urllib.parse
+from dataclasses import dataclass, field
+from typing import Callable, Mapping
+
+# scheme -> (backend module under jobgen.backends, client library it imports, pip extra)
+SCHEMES: dict[str, tuple[str, str, str]] = {
+    "redis": ("redis", "redis", "redis"),
+    "rediss": ("redis", "redis", "redis"),  # TLS
+    "mariadb": ("mysql", "pymysql", "mariadb"),
+    "mysql": ("mysql", "pymysql", "mariadb"),
+    "postgresql": ("postgres", "psycopg", "postgres"),
+    "postgres": ("postgres", "psycopg", "postgres"),
+}
+
+# Every lock identity is namespaced so a jobgen lock never collides with an application's
+# own use of the same server (Redis keys, GET_LOCK names, the advisory key input).
+NAMESPACE = "jobgen:"
+
+# Lock names: printable and unambiguous in logs, keys and SQL strings.
+NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,254}")
+
+_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+class LockError(Exception):
+    """A lock could not be taken or kept; the subclass decides the holder's exit code."""
+
+
+class ConfigError(LockError):
+    """Bad URL, unknown scheme, missing client library, unreadable password file."""
+
+
+class Unreachable(LockError):
+    """The lock server did not answer within the connect timeout, or the connection broke."""
+
+
+class AuthFailed(LockError):
+    """The lock server refused the credentials."""
+
+
+class ServerError(LockError):
+    """The server answered, but not with a lock decision (e.g. GET_LOCK returned NULL)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    """A backend URL after `${VAR}` expansion, split so passwords need no percent-encoding."""
+
+    scheme: str
+    host: str
+    port: int | None
+    username: str | None
+    password: str | None = field(repr=False)
+    path: str  # database number (Redis) or database name (SQL), without the leading '/'
+    query: dict[str, str]
+
+    def display(self) -> str:
+        """The URL as logged: never the password."""
+        user = f"{self.username}@" if self.username else ""
+        port = f":{self.port}" if self.port else ""
+        path = f"/{self.path}" if self.path else ""
+        return f"{self.scheme}://{user}{self.host}{port}{path}"
+
+
+@dataclass(frozen=True)
+class Options:
+    wait: float  # seconds to wait for a held lock; 0 = one attempt
+    ttl: float  # Redis lease length, seconds
+    connect_timeout: float  # bound on every network round trip, seconds
+
+
+def expand(text: str, env: Mapping[str, str]) -> str:
+    """Expand `${VAR}` from env; an undefined variable is a configuration error.
+
+    jobgen writes the backend URL into the unit literally (`$${REDIS_PASSWORD}` in
+    ExecStart=, see systemd.service(5) "Command lines"), so the secret reaches this process
+    through its environment (EnvironmentFile=) and never appears in unit text or argv.
+    """
+
+    def one(m: re.Match[str]) -> str:
+        var = m.group(1)
+        if var not in env:
+            raise ConfigError(f"${{{var}}} is not set in the environment")
+        return env[var]
+
+    return _VAR_RE.sub(one, text)
+
+
+def parse_url(url: str, env: Mapping[str, str]) -> Target:
+    """Split first, then expand each part, so an expanded password may contain '@', '/' or ':'."""
+    try:
+        parts = urllib.parse.urlsplit(url)
+        port_text = _port_text(parts.netloc)
+    except ValueError as e:
+        raise ConfigError(f"bad backend URL: {e}") from None
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise ConfigError(f"unknown backend scheme {scheme!r} (allowed: {', '.join(SCHEMES)})")
+    host = expand(urllib.parse.unquote(parts.hostname or ""), env)
+    if not host:
+        raise ConfigError("backend URL has no host")
+    port_str = expand(port_text, env) if port_text else ""
+    if port_str and not port_str.isdigit():
+        raise ConfigError(f"backend URL port {port_str!r} is not a number")
+    user = parts.username
+    password = parts.password
+    query = {}
+    for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
+        query[k] = expand(v, env)
+    return Target(
+        scheme=scheme,
+        host=host,
+        port=int(port_str) if port_str else None,
+        username=expand(urllib.parse.unquote(user), env) if user else None,
+        password=expand(urllib.parse.unquote(password), env) if password is not None else None,
+        path=expand(urllib.parse.unquote(parts.path.lstrip("/")), env),
+        query=query,
+    )
+
+
+def _port_text(netloc: str) -> str:
+    """The port as written (urlsplit's .port refuses `${PORT}`)."""
+    hostport = netloc.rpartition("@")[2]
+    if hostport.startswith("["):  # IPv6 literal
+        return hostport.partition("]")[2].removeprefix(":")
+    return hostport.partition(":")[2]
+
+
+def with_password(target: Target, password: str) -> Target:
+    return Target(target.scheme, target.host, target.port, target.username, password,
+                  target.path, target.query)
+
+
+def load(scheme: str):
+    """Import the backend module and its client library; a missing library names its extra.
+
+    The client is imported here, before any connection, so a host without it fails as a
+    configuration error (and the backend's own lazy imports are then cache hits).
+    """
+    module, client, extra = SCHEMES[scheme]
+    import importlib
+
+    try:
+        importlib.import_module(client)
+    except ImportError as e:
+        raise ConfigError(
+            f"{scheme}:// needs the {client} client library ({describe(e)}): "
+            f"pip install 'jobgen[{extra}]'"
+        ) from None
+    return importlib.import_module(f"jobgen.backends.{module}")
+
+
+def namespaced(name: str) -> str:
+    return NAMESPACE + name
+
+
+def sha256_hex(text: str) -> str:
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def bounded(fn: Callable[[], object], timeout: float, what: str) -> object:
+    """Run fn in a daemon thread and give up after timeout seconds.
+
+    For client calls that have no read timeout of their own (libpq waits forever on a
+    server that accepted the connection and stopped answering). On timeout the call is
+    abandoned; the holder then exits, and closing the process closes the socket.
+    """
+    box: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            box["value"] = fn()
+        except BaseException as e:  # handed to the caller's thread
+            box["error"] = e
+
+    t = threading.Thread(target=run, name=f"jobgen-{what}", daemon=True)
+    t.start()
+    t.join(timeout)
+    if t.is_alive():
+        raise Unreachable(f"{what}: no answer within {timeout:g}s")
+    if "error" in box:
+        raise box["error"]  # type: ignore[misc]
+    return box.get("value")
+
+
+class Watcher:
+    """A daemon thread calling check() every interval; the first failure reports loss once.
+
+    check() returns None while the lock is still ours, or (event, detail) when it is not;
+    an exception from check() (or a check that outlives `timeout`) is `failure_event`.
+    """
+
+    def __init__(self, check: Callable[[], tuple[str, str] | None], interval: float,
+                 timeout: float, name: str, failure_event: str = "connection-lost") -> None:
+        self._check = check
+        self._failure_event = failure_event
+        self._interval = interval
+        self._timeout = timeout
+        self._stop = threading.Event()
+        self._thread: threading.Thread | None = None
+        self._name = name
+
+    def start(self, lost: Callable[[str, str], None]) -> None:
+        def loop() -> None:
+            while not self._stop.wait(self._interval):
+                try:
+                    verdict = bounded(self._check, self._timeout, self._name)
+                except LockError as e:  # any failure to vouch for the lock is a loss
+                    verdict = (self._failure_event, str(e))
+                except Exception as e:
+                    verdict = (self._failure_event, describe(e))
+                if self._stop.is_set():
+                    return
+                if verdict is not None:
+                    lost(*verdict)  # type: ignore[misc]
+                    return
+
+        self._thread = threading.Thread(target=loop, name=self._name, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(self._timeout + 1)
+
+
+def describe(e: BaseException) -> str:
+    """One line for a log: the exception's class and first line, never a multi-line dump."""
+    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    return f"{type(e).__name__}: {text}" if text else type(e).__name__

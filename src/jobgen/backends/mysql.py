@@ -1,0 +1,169 @@
+"""MariaDB / MySQL: GET_LOCK on one dedicated connection kept for the whole run.
+Client: PyMySQL (extra `jobgen[mariadb]`), imported here only.
+
+A GET_LOCK lock belongs to the connection (session) that took it: the server frees it when
+that connection ends, and RELEASE_LOCK from any other connection does nothing. So the
+holder opens exactly one connection (no pool that could swap it), keeps it for the run,
+and releases on it. GET_LOCK answers 1 (ours), 0 (timed out: held elsewhere) or NULL (an
+error, e.g. the thread was killed) -- the three are told apart.
+"""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from jobgen.backends import (NAMESPACE, AuthFailed, ConfigError, Options, ServerError, Target,
+                             Unreachable, Watcher, describe, namespaced, sha256_hex)
+
+# MySQL refuses lock names longer than 64 characters (ER_USER_LOCK_WRONG_NAME, MySQL 5.7+).
+MAX_NAME = 64
+# Long names: "jobgen#" + the first 57 hex digits of sha256(name). '#' is not allowed in a
+# lock name, so a hashed name never equals a plain "jobgen:<name>" one.
+HASHED_PREFIX = "jobgen#"
+
+# Server error numbers -> outcome (https://mariadb.com/kb/en/mariadb-error-codes/).
+AUTH_ERRNOS = {
+    1044: "access denied to the database",  # ER_DBACCESS_DENIED_ERROR
+    1045: "access denied (user or password)",  # ER_ACCESS_DENIED_ERROR
+    1698: "access denied (user or password)",  # ER_ACCESS_DENIED_NO_PASSWORD_ERROR
+}
+CONFIG_ERRNOS = {
+    1049: "unknown database",  # ER_BAD_DB_ERROR
+}
+# Client-side errors (2xxx) that mean the server is not reachable or went away.
+UNREACHABLE_ERRNOS = {2003, 2006, 2013, 2055}
+
+# A single GET_LOCK waits at most this long on the server, so the client's read timeout
+# (connect timeout + this) still bounds every round trip when --wait is long.
+WAIT_SLICE = 5.0
+
+QUERY_PARAMS = {"ssl_ca", "ssl_cert", "ssl_key", "charset"}
+
+
+def lock_name(name: str) -> str:
+    """The GET_LOCK name for a jobgen lock name (documented in docs/cluster-locks.md)."""
+    plain = namespaced(name)
+    if len(plain) <= MAX_NAME:
+        return plain
+    return HASHED_PREFIX + sha256_hex(name)[: MAX_NAME - len(HASHED_PREFIX)]
+
+
+def _errno(e: BaseException) -> int | None:
+    args = getattr(e, "args", ())
+    return args[0] if args and isinstance(args[0], int) else None
+
+
+def _call(fn):
+    import pymysql
+
+    try:
+        return fn()
+    except pymysql.err.MySQLError as e:
+        code = _errno(e)
+        if code in AUTH_ERRNOS:
+            raise AuthFailed(f"server refused the credentials: {AUTH_ERRNOS[code]} ({describe(e)})") from None
+        if code in CONFIG_ERRNOS:
+            raise ConfigError(f"{CONFIG_ERRNOS[code]} ({describe(e)})") from None
+        if code in UNREACHABLE_ERRNOS or isinstance(e, pymysql.err.OperationalError):
+            raise Unreachable(describe(e)) from None
+        raise ServerError(describe(e)) from None
+    except OSError as e:
+        raise Unreachable(describe(e)) from None
+
+
+def _connect(target: Target, opts: Options):
+    import pymysql
+
+    unknown = set(target.query) - QUERY_PARAMS
+    if unknown:
+        raise ConfigError(f"unknown {target.scheme} URL parameter(s): {', '.join(sorted(unknown))}")
+    ssl = {k.removeprefix("ssl_"): v for k, v in target.query.items() if k.startswith("ssl_")}
+    return _call(lambda: pymysql.connect(
+        host=target.host,
+        port=target.port or 3306,
+        user=target.username or "",
+        password=target.password or "",
+        database=target.path or None,
+        connect_timeout=opts.connect_timeout,
+        read_timeout=opts.connect_timeout + WAIT_SLICE,
+        write_timeout=opts.connect_timeout,
+        autocommit=True,
+        charset=target.query.get("charset", "utf8mb4"),
+        ssl=ssl or None,
+    ))
+
+
+def _scalar(conn, sql: str, *args):
+    with conn.cursor() as cur:
+        cur.execute(sql, args)
+        row = cur.fetchone()
+    return row[0] if row else None
+
+
+def acquire(target: Target, name: str, opts: Options) -> "Held | None":
+    conn = _connect(target, opts)
+    lname = lock_name(name)
+    deadline = time.monotonic() + opts.wait
+    try:
+        while True:
+            slice_ = max(0.0, min(deadline - time.monotonic(), WAIT_SLICE))
+            got = _call(lambda: _scalar(conn, "SELECT GET_LOCK(%s, %s)", lname, slice_))
+            if got == 1:
+                return Held(conn, lname, opts)
+            if got is None:
+                raise ServerError(f"GET_LOCK({lname!r}) returned NULL (server-side error)")
+            if time.monotonic() >= deadline:  # got == 0: held by another session
+                conn.close()
+                return None
+    except BaseException:
+        try:
+            conn.close()  # ends the session: frees the lock if the answer was lost in transit
+        except Exception:
+            pass
+        raise
+
+
+class Held:
+    token: str | None = None  # GET_LOCK has no counter to fence with
+
+    def __init__(self, conn, lname: str, opts: Options) -> None:
+        self._conn = conn
+        self._name = lname
+        self._opts = opts
+        self._lock = threading.Lock()
+        self._watcher: Watcher | None = None
+
+    def _still_ours(self) -> tuple[str, str] | None:
+        with self._lock:
+            ours = _call(lambda: _scalar(self._conn, "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()",
+                                         self._name))
+        if ours != 1:
+            return ("connection-lost", f"lock {self._name!r} is no longer held by this session")
+        return None
+
+    def watch(self, lost) -> None:
+        """Ask the server every connect-timeout seconds whether this session still holds it."""
+        self._watcher = Watcher(self._still_ours, max(1.0, self._opts.connect_timeout),
+                                self._opts.connect_timeout + 1, "jobgen-session")
+        self._watcher.start(lost)
+
+    def release(self) -> bool:
+        if self._watcher is not None:
+            self._watcher.stop()
+        # A watcher check abandoned mid-call may still own the connection: do not wait on it.
+        if not self._lock.acquire(timeout=self._opts.connect_timeout):
+            raise Unreachable("connection busy with an unanswered check")
+        try:
+            return _call(lambda: _scalar(self._conn, "SELECT RELEASE_LOCK(%s)", self._name)) == 1
+        finally:
+            self._lock.release()
+
+    def close(self) -> None:
+        try:
+            self._conn.close()
+        except Exception:
+            pass
+
+
+__all__ = ["acquire", "lock_name", "NAMESPACE"]

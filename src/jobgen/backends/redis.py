@@ -1,0 +1,150 @@
+"""Redis lease: SET NX PX with an owner token, renewal while the command runs,
+compare-and-delete release. Client: redis-py (extra `jobgen[redis]`), imported here only.
+
+Keys: `jobgen:<name>` holds the owner token (128 random bits, hex) with a PX expiry;
+`jobgen:<name>:fence` is INCRemented on every acquisition and its value handed to the
+command as JOBGEN_LOCK_TOKEN, so a downstream store can refuse writes from an older holder.
+"""
+
+from __future__ import annotations
+
+import random
+import secrets
+import time
+
+from jobgen.backends import (AuthFailed, ConfigError, Options, Target, Unreachable, Watcher,
+                             describe, namespaced)
+
+# Acquire and fence in one atomic step: a fencing token exists iff the SET succeeded.
+ACQUIRE = """
+if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return redis.call('incr', KEYS[2])
+end
+return 0
+"""
+# Extend only our own lease: after expiry another holder's token is there and must stay.
+RENEW = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('pexpire', KEYS[1], ARGV[2])
+end
+return 0
+"""
+# Delete only our own lease (the classic trap: a late DEL removes the next holder's lock).
+RELEASE = """
+if redis.call('get', KEYS[1]) == ARGV[1] then
+  return redis.call('del', KEYS[1])
+end
+return 0
+"""
+
+# Query parameters a redis:// URL may carry, passed to redis.Redis() (rediss:// TLS files).
+QUERY_PARAMS = {"ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs"}
+
+# Polling while --wait runs: start fast, back off, add jitter so 50 waiters do not march.
+POLL_FIRST, POLL_MAX = 0.05, 0.5
+
+
+def _client(target: Target, opts: Options):
+    import redis
+    from redis.backoff import NoBackoff
+    from redis.retry import Retry
+
+    unknown = set(target.query) - QUERY_PARAMS
+    if unknown:
+        raise ConfigError(f"unknown redis URL parameter(s): {', '.join(sorted(unknown))}")
+    db = target.path or "0"
+    if not db.isdigit():
+        raise ConfigError(f"redis database {db!r} is not a number")
+    return redis.Redis(
+        host=target.host,
+        port=target.port or 6379,
+        db=int(db),
+        username=target.username or None,
+        password=target.password or None,
+        ssl=target.scheme == "rediss",
+        socket_connect_timeout=opts.connect_timeout,
+        socket_timeout=opts.connect_timeout,
+        # No silent retries: each call is bounded by the timeouts above, once.
+        retry=Retry(NoBackoff(), 0),
+        **target.query,
+    )
+
+
+def _call(fn):
+    """Run one Redis call, turning client exceptions into the holder's outcomes."""
+    import redis.exceptions as rx
+
+    try:
+        return fn()
+    except rx.AuthenticationError as e:  # a subclass of ConnectionError: test it first
+        raise AuthFailed(f"redis refused the credentials ({describe(e)})") from None
+    except rx.ResponseError as e:
+        if str(e).startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
+            raise AuthFailed(f"redis refused the credentials ({describe(e)})") from None
+        raise
+    except (rx.ConnectionError, rx.TimeoutError, OSError) as e:
+        raise Unreachable(describe(e)) from None
+
+
+def acquire(target: Target, name: str, opts: Options) -> "Held | None":
+    client = _client(target, opts)
+    key = namespaced(name)
+    fence_key = key + ":fence"
+    owner = secrets.token_hex(16)
+    ttl_ms = max(1, int(opts.ttl * 1000))
+    deadline = time.monotonic() + opts.wait
+    pause = POLL_FIRST
+    while True:
+        started = time.monotonic()
+        fence = _call(lambda: client.eval(ACQUIRE, 2, key, fence_key, owner, ttl_ms))
+        if fence:
+            return Held(client, key, owner, int(fence), ttl_ms, started, opts)
+        now = time.monotonic()
+        if now >= deadline:
+            client.close()
+            return None
+        time.sleep(min(pause * random.uniform(0.5, 1.0), deadline - now))
+        pause = min(pause * 2, POLL_MAX)
+
+
+class Held:
+    def __init__(self, client, key: str, owner: str, fence: int, ttl_ms: int,
+                 acquired_at: float, opts: Options) -> None:
+        self._client = client
+        self._key = key
+        self._owner = owner
+        self._ttl_ms = ttl_ms
+        self._opts = opts
+        self.token: str | None = str(fence)
+        # The lease is ours until this instant at the latest (measured from before the
+        # request that set or renewed it, so network delay only shortens our belief).
+        self.valid_until = acquired_at + ttl_ms / 1000
+        self._watcher: Watcher | None = None
+
+    def _renew(self) -> tuple[str, str] | None:
+        sent = time.monotonic()
+        ok = _call(lambda: self._client.eval(RENEW, 1, self._key, self._owner, self._ttl_ms))
+        if not ok:
+            return ("lease-lost", f"key {self._key} no longer holds our token")
+        self.valid_until = sent + self._ttl_ms / 1000
+        return None
+
+    def watch(self, lost) -> None:
+        """Renew every ttl/3. One failed renewal (error or timeout) is a lost lease: the
+        command is stopped while the last renewal still covers it (see docs/cluster-locks.md)."""
+
+        self._watcher = Watcher(self._renew, self._ttl_ms / 3000, self._opts.connect_timeout,
+                                "jobgen-lease", failure_event="lease-lost")
+        self._watcher.start(lost)
+
+    def release(self) -> bool:
+        if self._watcher is not None:
+            self._watcher.stop()
+        # redis-py's pool gives a stuck renewal its own connection: release never waits on it.
+        return bool(_call(lambda: self._client.eval(RELEASE, 1, self._key, self._owner)))
+
+    def close(self) -> None:
+        try:
+            self._client.close()
+        except Exception:  # closing a broken connection has nothing left to report
+            pass

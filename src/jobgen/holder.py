@@ -1,0 +1,392 @@
+"""`jobgen lock`: hold a cluster lock for exactly as long as a command runs.
+
+    jobgen lock --backend URL --name NAME [--wait S] [--ttl S] [--grace S]
+                [--password-file PATH] [--connect-timeout S] [--job JOB] -- COMMAND [ARG...]
+
+Take the lock, start the command (same stdio; JOBGEN_LOCK_TOKEN in its environment when the
+backend gives a fencing token), forward SIGTERM/SIGINT/SIGHUP to it, wait, release, and exit
+with the command's status. The command never runs without the lock: every failure to take
+it has its own exit code (EXIT below) and one log line on stderr, which journald records
+for a unit. This module prints nothing else and never calls sys.exit (cli.py does).
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from dataclasses import dataclass
+from typing import Mapping
+
+from jobgen import backends
+from jobgen.backends import AuthFailed, ConfigError, LockError, ServerError, Unreachable
+
+# Outcome -> (exit code, meaning). Codes follow sysexits.h where one fits; 75 (EX_TEMPFAIL) is
+# the conflict code of every jobgen lock scope, so units count it as success
+# (SuccessExitStatus=75). When the command ran, the holder exits with the command's status
+# instead (128+N when a signal N ended it), as a shell does.
+EXIT: dict[str, tuple[int, str]] = {
+    "conflict": (75, "lock held elsewhere, or the --wait bound ran out; command not run"),
+    "unreachable": (69, "lock server unreachable or timed out; command not run"),
+    "server-error": (69, "lock server answered without a decision (GET_LOCK NULL); command not run"),
+    "auth-failed": (77, "lock server refused the credentials; command not run"),
+    "config-error": (78, "bad URL, unknown scheme, undefined ${VAR}, unreadable password file "
+                         "or missing client library; command not run"),
+    "lease-lost": (76, "Redis lease could not be renewed or was no longer ours mid-run; "
+                       "command got SIGTERM, then SIGKILL after --grace"),
+    "connection-lost": (76, "SQL session holding the lock broke mid-run; "
+                            "command got SIGTERM, then SIGKILL after --grace"),
+    "usage": (64, "bad command line; command not run"),
+    "not-found": (127, "lock taken but the command does not exist"),
+    "not-executable": (126, "lock taken but the command could not be executed"),
+}
+
+# Which LockError subclass becomes which outcome (most specific first).
+ERROR_OUTCOME: tuple[tuple[type[LockError], str], ...] = (
+    (ConfigError, "config-error"),
+    (AuthFailed, "auth-failed"),
+    (Unreachable, "unreachable"),
+    (ServerError, "server-error"),
+)
+
+# Signals the holder passes on to the command (systemd stop, Ctrl-C, reload/hangup).
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+DEFAULTS = {"wait": 0.0, "ttl": 60.0, "grace": 10.0, "connect_timeout": 5.0}
+MIN_TTL = 1.0  # renewal runs every ttl/3; below a second it would mostly measure latency
+
+log = logging.getLogger("jobgen.lock")
+
+
+class UsageError(Exception):
+    pass
+
+
+class _HelpShown(Exception):
+    pass
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports instead of exiting: main() returns, cli.py exits."""
+
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(message)
+
+    def exit(self, status: int = 0, message: str | None = None):  # type: ignore[override]
+        if message:
+            sys.stderr.write(message)
+        raise _HelpShown()
+
+
+def _seconds(minimum: float, inclusive: bool = True):
+    def conv(text: str) -> float:
+        try:
+            value = float(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
+        if value != value or value in (float("inf"),) or value < minimum or (
+                not inclusive and value == minimum):
+            op = ">=" if inclusive else ">"
+            raise argparse.ArgumentTypeError(f"{text!r}: must be {op} {minimum:g} seconds")
+        return value
+
+    return conv
+
+
+def _lock_name(text: str) -> str:
+    if not backends.NAME_RE.fullmatch(text):
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: lock names are 1-255 characters of A-Z a-z 0-9 . _ : / @ + = -, "
+            "starting with a letter or digit")
+    return text
+
+
+def _parser() -> _Parser:
+    p = _Parser(prog="jobgen lock", exit_on_error=False,
+                usage="jobgen lock --backend URL --name NAME [options] -- COMMAND [ARG...]",
+                description="Run COMMAND while holding a cluster lock.")
+    p.add_argument("--backend", required=True, metavar="URL",
+                   help="redis[s]://, mariadb://, mysql://, postgres[ql]://; ${VAR} is expanded "
+                        "from the environment")
+    p.add_argument("--name", required=True, type=_lock_name, help="lock identity")
+    p.add_argument("--wait", type=_seconds(0), default=DEFAULTS["wait"], metavar="SECONDS",
+                   help="wait up to this long for a held lock (0: do not wait)")
+    p.add_argument("--ttl", type=_seconds(MIN_TTL), default=DEFAULTS["ttl"], metavar="SECONDS",
+                   help="Redis lease length, renewed every ttl/3")
+    p.add_argument("--grace", type=_seconds(0), default=DEFAULTS["grace"], metavar="SECONDS",
+                   help="SIGTERM to SIGKILL delay after the lock is lost")
+    p.add_argument("--password-file", metavar="PATH",
+                   help="read the password from this file (${VAR} expanded)")
+    p.add_argument("--connect-timeout", type=_seconds(0, inclusive=False),
+                   default=DEFAULTS["connect_timeout"], metavar="SECONDS",
+                   help="bound on each network call")
+    p.add_argument("--job", help="job name for log lines (default: the lock name)")
+    return p
+
+
+def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
+    """Options before `--`, the command after it (the command's own options stay its own)."""
+    if "--" not in argv:
+        raise UsageError("missing `-- COMMAND [ARG...]`")
+    cut = argv.index("--")
+    options, command = argv[:cut], argv[cut + 1:]
+    try:
+        args = _parser().parse_args(options)
+    except argparse.ArgumentError as e:
+        raise UsageError(str(e)) from None
+    if not command:
+        raise UsageError("no command after `--`")
+    return args, command
+
+
+def _setup_logging(tag: str) -> None:
+    handler = logging.StreamHandler(sys.stderr)
+    # One line per event, greppable: `jobgen-lock[<job>]: <event> key=value ...`.
+    handler.setFormatter(logging.Formatter(f"jobgen-lock[{tag}]: %(message)s"))
+    log.handlers[:] = [handler]
+    log.propagate = False
+    log.setLevel(logging.INFO)
+
+
+def main(argv: list[str]) -> int:
+    try:
+        args, command = parse(argv)
+    except _HelpShown:
+        return 0
+    except UsageError as e:
+        _setup_logging("-")
+        code = EXIT["usage"][0]
+        log.error("usage-error %s exit=%d", e, code)
+        return code
+    _setup_logging(args.job or args.name)
+    return Holder(args, command, os.environ).run()
+
+
+class _Interrupted(BaseException):  # not swallowed by any `except Exception`
+    def __init__(self, signum: int) -> None:
+        self.signum = signum
+
+
+@dataclass
+class _Child:
+    proc: subprocess.Popen
+    exited: bool = False  # waitid saw it exit; its pid is not reused until we reap it
+
+
+class Holder:
+    def __init__(self, args: argparse.Namespace, command: list[str], env: Mapping[str, str]):
+        self.args = args
+        self.command = command
+        self.env = env
+        self.phase = "setup"  # setup -> acquiring -> starting -> running -> done
+        self.pending: list[int] = []
+        self.child: _Child | None = None
+        self.state_lock = threading.Lock()  # child.exited / lost, shared with the watcher
+        self.exited = threading.Event()
+        self.lost: str | None = None
+
+    # -- outcomes ---------------------------------------------------------------------------
+
+    def _finish(self, outcome: str, detail: str) -> int:
+        code = EXIT[outcome][0]
+        log.error("%s name=%s %s exit=%d", outcome, self.args.name, detail, code)
+        return code
+
+    # -- main line --------------------------------------------------------------------------
+
+    def run(self) -> int:
+        try:
+            target = backends.parse_url(self.args.backend, self.env)
+            if self.args.password_file:
+                target = backends.with_password(target, self._read_password())
+            backend = backends.load(target.scheme)
+        except ConfigError as e:
+            return self._finish("config-error", str(e))
+        self._warn_lease(target)
+        opts = backends.Options(wait=self.args.wait, ttl=self.args.ttl,
+                                connect_timeout=self.args.connect_timeout)
+        saved = {s: signal.signal(s, self._on_signal) for s in FORWARDED}
+        try:
+            return self._locked_run(backend, target, opts)
+        finally:
+            for s, h in saved.items():
+                signal.signal(s, h)
+
+    def _read_password(self) -> str:
+        path = backends.expand(self.args.password_file, self.env)
+        try:
+            with open(path, encoding="utf-8") as f:
+                return f.read().rstrip("\r\n")
+        except OSError as e:
+            raise ConfigError(f"password file {path}: {e.strerror}") from None
+
+    def _warn_lease(self, target: backends.Target) -> None:
+        # A failed renewal is noticed up to ttl/3 + connect-timeout after the last good one;
+        # the command must be gone (grace) before the remaining lease runs out.
+        if backends.SCHEMES[target.scheme][0] != "redis":
+            return
+        margin = self.args.ttl * 2 / 3 - self.args.connect_timeout
+        if self.args.grace >= margin:
+            log.warning("config-warning name=%s --grace %gs >= 2/3 of --ttl minus "
+                        "--connect-timeout (%gs): after a lost lease the command may outlive it",
+                        self.args.name, self.args.grace, margin)
+
+    def _locked_run(self, backend, target: backends.Target, opts: backends.Options) -> int:
+        where = target.display()
+        started = time.monotonic()
+        self.phase = "acquiring"
+        try:
+            held = backend.acquire(target, self.args.name, opts)
+        except _Interrupted as e:
+            self.phase = "done"
+            return self._finish_signal(e.signum, "while acquiring")
+        except LockError as e:
+            self.phase = "done"
+            outcome = next(o for cls, o in ERROR_OUTCOME if isinstance(e, cls))
+            return self._finish(outcome, f"backend={where} {e}")
+        waited = time.monotonic() - started
+        if held is None:
+            self.phase = "done"
+            bound = f"--wait {opts.wait:g}s ran out" if opts.wait else "held elsewhere"
+            return self._finish("conflict", f"backend={where} {bound}")
+        token = f" token={held.token}" if held.token else ""
+        log.info("acquired name=%s backend=%s%s waited=%.3fs", self.args.name, where, token, waited)
+        try:
+            code = self._run_command(held)
+        finally:
+            self._release(held)
+        return code
+
+    def _release(self, held) -> None:
+        try:
+            ours = held.release()
+        except LockError as e:
+            log.warning("release-failed name=%s %s (the server frees it at session end or TTL)",
+                        self.args.name, e)
+        else:
+            if ours:
+                log.info("released name=%s", self.args.name)
+            else:
+                log.warning("release-not-ours name=%s the lock was no longer held by us",
+                            self.args.name)
+        finally:
+            held.close()
+
+    def _run_command(self, held) -> int:
+        env = dict(self.env)
+        env.pop("JOBGEN_LOCK_TOKEN", None)  # never pass on an outer holder's token
+        if held.token:
+            env["JOBGEN_LOCK_TOKEN"] = held.token
+        self.phase = "starting"  # signals now queue until the child exists
+        try:
+            proc = subprocess.Popen(self.command, env=env, preexec_fn=_die_with_parent())
+        except FileNotFoundError as e:
+            self.phase = "done"
+            return self._finish("not-found", f"command={self.command[0]!r}: {e.strerror}")
+        except OSError as e:
+            self.phase = "done"
+            return self._finish("not-executable", f"command={self.command[0]!r}: {e.strerror}")
+        self.child = _Child(proc)
+        self.phase = "running"
+        log.info("started name=%s pid=%d command=%s", self.args.name, proc.pid, self.command[0])
+        for signum in self.pending:
+            self._forward(signum)
+        held.watch(self._on_lost)
+        t0 = time.monotonic()
+        _wait_exited(proc.pid)  # not reaped yet: its pid cannot be reused under _kill
+        with self.state_lock:
+            self.child.exited = True
+            lost = self.lost
+        self.exited.set()
+        status = proc.wait()
+        self.phase = "done"
+        code = 128 - status if status < 0 else status
+        log.info("exited name=%s pid=%d status=%d ran=%.3fs", self.args.name, proc.pid, code,
+                 time.monotonic() - t0)
+        if lost:
+            return self._finish(lost, f"command status was {code}")
+        return code
+
+    # -- signals and loss -------------------------------------------------------------------
+
+    def _on_signal(self, signum: int, _frame) -> None:
+        # Runs in the main thread between bytecodes (Python signal semantics).
+        if self.phase == "acquiring":
+            raise _Interrupted(signum)
+        if self.phase == "starting":
+            self.pending.append(signum)
+        elif self.phase == "running":
+            self._forward(signum)
+
+    def _forward(self, signum: int) -> None:
+        if self._kill(signum):
+            log.info("forwarded name=%s signal=%s pid=%d", self.args.name,
+                     signal.Signals(signum).name, self.child.proc.pid)
+
+    def _kill(self, signum: int) -> bool:
+        child = self.child
+        if child is None or child.exited:
+            return False
+        try:
+            os.kill(child.proc.pid, signum)
+        except ProcessLookupError:
+            return False
+        return True
+
+    def _on_lost(self, event: str, detail: str) -> None:
+        """Called once by the backend's watcher thread."""
+        with self.state_lock:
+            if self.child is None or self.child.exited:
+                log.warning("%s-after-exit name=%s %s", event, self.args.name, detail)
+                return
+            self.lost = event
+            self._kill(signal.SIGTERM)
+        log.error("%s name=%s %s; sent SIGTERM to pid=%d, SIGKILL in %gs", event,
+                  self.args.name, detail, self.child.proc.pid, self.args.grace)
+        if not self.exited.wait(self.args.grace):
+            with self.state_lock:
+                killed = self._kill(signal.SIGKILL)
+            if killed:
+                log.error("killed name=%s pid=%d after --grace %gs", self.args.name,
+                          self.child.proc.pid, self.args.grace)
+
+    def _finish_signal(self, signum: int, when: str) -> int:
+        code = 128 + signum
+        log.error("interrupted name=%s signal=%s %s; command not run exit=%d", self.args.name,
+                  signal.Signals(signum).name, when, code)
+        return code
+
+
+def _wait_exited(pid: int) -> None:
+    """Block until pid exits, leaving it a zombie (WNOWAIT) so the pid stays ours."""
+    while True:
+        try:
+            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
+            return
+        except ChildProcessError:
+            return
+
+
+def _die_with_parent():
+    """preexec_fn: the command gets SIGKILL if the holder dies (prctl(2) PR_SET_PDEATHSIG).
+
+    Without it a SIGKILLed holder (outside systemd's cgroup kill) would leave the command
+    running while a SQL server, seeing the session end, hands the lock to the next node.
+    """
+    import ctypes
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    parent = os.getpid()
+    PR_SET_PDEATHSIG = 1
+
+    def child_setup() -> None:
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        if os.getppid() != parent:  # the holder died before prctl took effect
+            os._exit(1)
+
+    return child_setup
