@@ -1,0 +1,244 @@
+"""The generated directive table: known facts, shape, and the generator itself.
+
+Facts below were checked by hand against systemd's parser tables; the man
+pages' "Added in version" notes disagree for several of them (StateDirectory=
+is annotated 211, ConditionMemory= 244, AssertCPUFeature= 218).
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobgen import directive_table as table
+from jobgen.target import VALUE_GATES
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _load_generator():
+    spec = importlib.util.spec_from_file_location("gen_directives", REPO / "tools" / "gen_directives.py")
+    module = importlib.util.module_from_spec(spec)
+    sys.modules["gen_directives"] = module
+    spec.loader.exec_module(module)
+    return module
+
+
+gen = _load_generator()
+ROWS = {(d.section, d.name): d for d in table.DIRECTIVES}
+
+# (section, directive, first release whose parser accepts it)
+FIRST_RELEASES = [
+    ("Timer", "DeferReactivation", 257),
+    ("Timer", "RandomizedOffsetSec", 258),
+    ("Timer", "FixedRandomDelay", 247),
+    ("Timer", "OnClockChange", 242),
+    ("Timer", "RandomizedDelaySec", 230),   # 229 upstream: older than the table
+    ("Unit", "OnSuccess", 249),
+    ("Unit", "ConditionMemory", 247),
+    ("Unit", "AssertCPUFeature", 251),
+    ("Unit", "StartLimitIntervalSec", 230),
+    ("Service", "ExecCondition", 243),
+    ("Service", "OOMPolicy", 243),
+    ("Service", "LoadCredential", 247),
+    ("Service", "ExitType", 250),
+    ("Service", "RestartSteps", 254),
+    ("Service", "RestartMaxDelaySec", 254),
+    ("Service", "StateDirectory", 235),
+    ("Service", "ProtectHostname", 242),
+    ("Service", "ProtectProc", 247),
+    ("Service", "CPUWeight", 232),
+    ("Service", "MemoryMax", 231),
+    ("Service", "NoNewPrivileges", 230),
+    ("Install", "WantedBy", 230),
+    ("Install", "RequiredBy", 230),
+    ("Install", "Alias", 230),
+    ("Install", "Also", 230),
+    ("Install", "DefaultInstance", 230),
+    ("Install", "UpheldBy", 254),
+]
+
+
+@pytest.mark.parametrize("section,directive,since", FIRST_RELEASES)
+def test_first_release(section, directive, since):
+    assert ROWS[(section, directive)].since == since
+
+
+# (section, directive, deprecated, removed)
+LIFECYCLE = [
+    ("Service", "CPUShares", 258, None),
+    ("Service", "MemoryLimit", 258, None),
+    ("Service", "BlockIOWeight", 258, None),
+    ("Service", "StartupCPUShares", 258, None),
+    ("Service", "Capabilities", 230, None),      # warn-only before the table starts
+    ("Unit", "RequiresOverridable", 230, None),
+    ("Unit", "ConditionNull", None, 247),
+    ("Service", "MemoryMax", None, None),
+    ("Timer", "DeferReactivation", None, None),
+]
+
+
+@pytest.mark.parametrize("section,directive,deprecated,removed", LIFECYCLE)
+def test_deprecation_and_removal(section, directive, deprecated, removed):
+    row = ROWS[(section, directive)]
+    assert (row.deprecated, row.removed) == (deprecated, removed)
+
+
+def test_exec_context_keys_reach_every_unit_type_that_runs_processes():
+    # EXEC_CONTEXT_CONFIG_ITEMS expands into these four sections, KILL_ into
+    # them plus Scope, CGROUP_ into them plus Slice and Scope.
+    assert {s for (s, n) in ROWS if n == "ExecSearchPath"} == {"Service", "Socket", "Mount", "Swap"}
+    assert {s for (s, n) in ROWS if n == "KillMode"} == {"Service", "Socket", "Mount", "Swap", "Scope"}
+    assert {s for (s, n) in ROWS if n == "MemoryMax"} == {"Service", "Socket", "Mount", "Swap", "Scope", "Slice"}
+
+
+def test_build_option_fallbacks_are_not_read_as_deprecations():
+    # The table lists SystemCallFilter= twice, the second time as
+    # config_parse_warn_compat DISABLED_CONFIGURATION for builds without seccomp.
+    assert ROWS[("Service", "SystemCallFilter")].deprecated is None
+    assert ROWS[("Service", "PAMName")].deprecated is None
+
+
+def test_rows_are_sorted_unique_and_consistent():
+    keys = [(d.section, d.name) for d in table.DIRECTIVES]
+    assert keys == sorted(set(keys))
+    for d in table.DIRECTIVES:
+        assert table.FIRST_RELEASE <= d.since <= table.LAST_RELEASE, d
+        for later in (d.deprecated, d.removed):
+            assert later is None or d.since <= later <= table.LAST_RELEASE, d
+
+
+def test_source_names_the_parser_file_of_that_release():
+    assert ROWS[("Timer", "DeferReactivation")].source == "src/core/load-fragment-gperf.gperf.in@v257"
+    assert ROWS[("Service", "ExecCondition")].source == "src/core/load-fragment-gperf.gperf.m4@v243"
+
+
+def test_header_says_how_the_table_was_made():
+    doc = table.__doc__
+    assert "tools/gen_directives.py" in doc
+    assert f"v{table.FIRST_RELEASE} .. v{table.LAST_RELEASE}" in doc
+    assert table.SOURCE_REPOSITORY in doc
+
+
+@pytest.mark.parametrize("gate", VALUE_GATES, ids=lambda g: f"{g.directive}={g.value}")
+def test_value_gates_match_the_measured_values(gate):
+    """Every hand-written gate in target.VALUE_GATES agrees with the release
+    the generator's probe measured in systemd's sources."""
+    measured = {(v.section, v.directive, v.value): v for v in table.VALUES}
+    row = measured[(gate.section, gate.directive, gate.value)]
+    assert gate.since == row.since
+    assert gate.citation.split()[0] == row.source
+
+
+# --- the generator's reading of the two table formats -------------------
+
+M4_SAMPLE = """\
+%%
+m4_dnl Define the context options only once
+m4_define(`EXEC_CONTEXT_CONFIG_ITEMS',
+`$1.WorkingDirectory,            config_parse_working_directory,     0,                             offsetof($1, exec_context)
+m4_ifdef(`HAVE_PAM',
+`$1.PAMName,                     config_parse_unit_string_printf,    0,                             offsetof($1, exec_context.pam_name)',
+`$1.PAMName,                     config_parse_warn_compat,           DISABLED_CONFIGURATION,        0')
+$1.Capabilities,                 config_parse_warn_compat,           DISABLED_LEGACY,               offsetof($1, exec_context)'
+)m4_dnl
+Unit.Description,                config_parse_unit_string_printf,    0,                             offsetof(Unit, description)
+Unit.RequiresOverridable,        config_parse_obsolete_unit_deps,    UNIT_REQUIRES,                 0
+EXEC_CONTEXT_CONFIG_ITEMS(Service)m4_dnl
+EXEC_CONTEXT_CONFIG_ITEMS(Socket)m4_dnl
+Timer.OnCalendar,                config_parse_timer,                 0,                             0
+"""
+
+JINJA_SAMPLE = """\
+{# SPDX-License-Identifier: LGPL-2.1-or-later #}
+{%- macro KILL_CONTEXT_CONFIG_ITEMS(type) -%}
+{{type}}.KillMode,                            config_parse_kill_mode,                             0,                                  offsetof({{type}}, kill_context.kill_mode)
+{% if HAVE_SECCOMP %}
+{{type}}.SystemCallFilter,                    config_parse_syscall_filter,                        0,                                  offsetof({{type}}, exec_context)
+{% else %}
+{{type}}.SystemCallFilter,                    config_parse_warn_compat,                           DISABLED_CONFIGURATION,             0
+{% endif %}
+{%- endmacro -%}
+%{
+#include <stddef.h>
+%}
+struct ConfigPerfItem;
+%%
+{{ KILL_CONTEXT_CONFIG_ITEMS('Scope') }}
+Timer.DeferReactivation,                      config_parse_bool,                                  0,                                  offsetof(Timer, defer_reactivation)
+Install.UpheldBy,                             NULL,                                               0,                                  0
+"""
+
+
+def _read(sample):
+    return {key: entry.warn_only for key, entry in gen.parse_gperf(sample, "sample").items()}
+
+
+@pytest.mark.parametrize("sample,expected", [
+    (M4_SAMPLE, {
+        ("Unit", "Description"): False,
+        ("Unit", "RequiresOverridable"): True,
+        ("Service", "WorkingDirectory"): False,
+        ("Service", "PAMName"): False,
+        ("Service", "Capabilities"): True,
+        ("Socket", "WorkingDirectory"): False,
+        ("Socket", "PAMName"): False,
+        ("Socket", "Capabilities"): True,
+        ("Timer", "OnCalendar"): False,
+    }),
+    (JINJA_SAMPLE, {
+        ("Scope", "KillMode"): False,
+        ("Scope", "SystemCallFilter"): False,
+        ("Timer", "DeferReactivation"): False,
+        ("Install", "UpheldBy"): False,
+    }),
+], ids=["m4", "jinja"])
+def test_generator_expands_macros_and_takes_the_enabled_branch(sample, expected):
+    assert _read(sample) == expected
+
+
+def test_generator_refuses_a_line_it_cannot_read():
+    with pytest.raises(SystemExit, match="sample:2: cannot read line"):
+        gen.parse_gperf("%%\nUnit.Description config_parse_string 0 0\n", "sample")
+
+
+def test_history_records_since_deprecated_removed():
+    present = {
+        250: {("Unit", "A"): False, ("Unit", "B"): False},
+        251: {("Unit", "A"): False, ("Unit", "B"): True, ("Unit", "C"): False},
+        252: {("Unit", "B"): True, ("Unit", "C"): False},
+    }
+    rows = {(r.section, r.name): (r.since, r.deprecated, r.removed)
+            for r in gen.history([250, 251, 252], present)}
+    assert rows == {
+        ("Unit", "A"): (250, None, 252),
+        ("Unit", "B"): (250, 251, None),
+        ("Unit", "C"): (251, None, None),
+    }
+
+
+def _systemd_git_dir() -> Path | None:
+    path = os.environ.get("JOBGEN_SYSTEMD_GIT")
+    if path:
+        return Path(path)
+    cache = Path(os.environ.get("JOBGEN_CACHE", Path.home() / ".cache" / "jobgen"))
+    candidate = cache / "systemd.git"
+    return candidate if candidate.is_dir() else None
+
+
+def test_committed_table_is_what_the_generator_writes():
+    git_dir = _systemd_git_dir()
+    if git_dir is None:
+        pytest.skip("needs systemd's release tags: git clone --bare https://github.com/yuwata/systemd "
+                    "$JOBGEN_CACHE/systemd.git (or set JOBGEN_SYSTEMD_GIT)")
+    out = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "gen_directives.py"), "--git-dir", str(git_dir),
+         "--first", str(table.FIRST_RELEASE), "--last", str(table.LAST_RELEASE)],
+        check=True, capture_output=True, text=True,
+    ).stdout
+    assert out == (REPO / "src" / "jobgen" / "directive_table.py").read_text()
