@@ -1,0 +1,54 @@
+"""Positions and problems: every message jobgen prints about a manifest has a place.
+
+Format (the one compilers and editors understand): ``file:line:col: severity: message``.
+Lines and columns are 1-based.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+ERROR = "error"
+WARNING = "warning"
+NOTE = "note"
+
+
+@dataclass(frozen=True, order=True)
+class Pos:
+    file: str
+    line: int
+    col: int
+
+    def __str__(self) -> str:
+        return f"{self.file}:{self.line}:{self.col}"
+
+
+@dataclass(frozen=True, order=True)
+class Diagnostic:
+    pos: Pos
+    severity: str
+    message: str
+
+    def __str__(self) -> str:
+        return f"{self.pos}: {self.severity}: {self.message}"
+
+    def as_json(self) -> dict[str, object]:
+        return {
+            "file": self.pos.file,
+            "line": self.pos.line,
+            "col": self.pos.col,
+            "severity": self.severity,
+            "message": self.message,
+        }
+
+
+class ManifestError(Exception):
+    """Raised by a stage that found problems; carries all of them, sorted by place."""
+
+    def __init__(self, diagnostics: list[Diagnostic]):
+        self.diagnostics = sorted(diagnostics)
+        super().__init__("\n".join(map(str, self.diagnostics)))
+
+
+def errors(diags: list[Diagnostic]) -> list[Diagnostic]:
+    return [d for d in diags if d.severity == ERROR]

@@ -1,0 +1,88 @@
+"""Escaping for unit files, by systemd's own rules, in one place.
+
+Everything from the manifest reaches a unit file through one of these functions, called
+from the templates as filters (render.py), never earlier: argv stays ``list[str]`` up to
+here. Rules (systemd.service(5) "COMMAND LINES", systemd.unit(5) "SPECIFIERS",
+systemd.exec(5) "Environment="):
+
+* ``%`` starts a specifier in almost every setting: a literal one is ``%%``.
+* In Exec*= lines ``$NAME``/``${NAME}`` are expanded from the unit's environment at exec
+  time (and an unset bare ``$NAME`` word is dropped): a literal ``$`` is ``$$``.
+* Words are split on whitespace; double quotes group, and inside them C escapes
+  (``\\\\``, ``\\"``, ``\\n``, ``\\xNN``) are decoded, so any byte but NUL survives.
+* A line starting with ``@ - : + ! |`` gets a special meaning (prefixes): the first word
+  is always an absolute path here (validate.py), so it cannot start one by accident.
+* A newline ends the directive: no raw control character is ever written.
+
+The parsed-back argv is checked against real ``systemd-analyze`` in tests/test_escape.py.
+"""
+
+from __future__ import annotations
+
+import re
+
+# Characters that need no quoting in an Exec word: nothing systemd or a reader could
+# misread (no quotes, backslashes, whitespace, ';', specifier or variable starters).
+_BARE_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
+# Control characters (C0, DEL, C1) and the Unicode line/paragraph separators.
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+
+_C_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
+
+# The prefixes systemd.service(5) defines for Exec*= lines; a reviewer can see which
+# ones jobgen ever writes (only '-' and '+', from plan.py, never from user input).
+EXEC_PREFIXES = frozenset("@-:+!|")
+
+
+def specifiers(text: str) -> str:
+    """Protect ``%`` in a setting that expands specifiers (Description=, paths, ...)."""
+    _refuse_control(text)
+    return text.replace("%", "%%")
+
+
+def _refuse_control(text: str) -> None:
+    # validate.py refuses control characters with a positioned message; reaching here
+    # with one is a bug in jobgen, and writing it would inject a directive.
+    if CONTROL.search(text):
+        raise ValueError(f"control character in unit file value {text!r}")
+
+
+def _c_escape(ch: str) -> str:
+    if ch in _C_ESCAPES:
+        return _C_ESCAPES[ch]
+    if CONTROL.match(ch):
+        return "".join(f"\\x{b:02x}" for b in ch.encode("utf-8"))
+    return ch
+
+
+def _quoted(text: str) -> str:
+    return '"' + "".join(_c_escape(ch) for ch in text) + '"'
+
+
+def exec_word(word: str) -> str:
+    """One argv element as systemd reads it back unchanged."""
+    if "\x00" in word:
+        raise ValueError("NUL byte in a command argument")  # argv cannot carry NUL
+    word = word.replace("%", "%%").replace("$", "$$")
+    if _BARE_WORD.fullmatch(word):
+        return word
+    return _quoted(word)
+
+
+def exec_line(argv: list[str] | tuple[str, ...], prefix: str = "") -> str:
+    """Render argv for an Exec*= setting; ``prefix`` is jobgen's own ('-', '+', '')."""
+    if not argv:
+        raise ValueError("empty command")
+    if set(prefix) - EXEC_PREFIXES:
+        raise ValueError(f"unknown Exec prefix {prefix!r}")
+    if not argv[0].startswith("/"):
+        raise ValueError(f"command must be an absolute path, got {argv[0]!r}")
+    return prefix + " ".join(exec_word(w) for w in argv)
+
+
+def env_assignment(name: str, value: str) -> str:
+    """``Environment="NAME=value"``: quoted word, C escapes, specifiers; no $ expansion
+    happens in Environment= (systemd.exec(5)), so '$' stays as is."""
+    if "\x00" in value:
+        raise ValueError("NUL byte in an environment value")
+    return _quoted(f"{name}={value}".replace("%", "%%"))

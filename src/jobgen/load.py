@@ -1,0 +1,129 @@
+"""Stage 1: YAML text -> a tree of strings with positions.
+
+The manifest is parsed by PyYAML's composer with *no* implicit type resolution
+(``BaseLoader``): ``12:30``, ``yes``, ``0755`` and ``1e3`` stay the strings the user
+wrote, and only the schema in validate.py decides what a value means. YAML 1.1's
+coercions (sexagesimal numbers, ``no`` -> false, octal) are a classic source of
+schedules and modes that silently mean something else.
+
+Duplicate keys are an error (PyYAML keeps the last one silently); merge keys and
+explicit tags are refused, so what a reviewer reads is what jobgen sees.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Union
+
+import yaml
+
+from jobgen.diagnostics import ERROR, Diagnostic, ManifestError, Pos
+
+
+@dataclass(frozen=True)
+class Scalar:
+    value: str
+    pos: Pos
+    # An unquoted empty or "~"/"null" scalar is YAML's null: ``key:`` with nothing after.
+    is_null: bool = False
+
+
+@dataclass(frozen=True)
+class Seq:
+    items: tuple["Node", ...]
+    pos: Pos
+
+
+@dataclass(frozen=True)
+class Map:
+    # Keys keep their own positions: messages about a key point at the key.
+    items: tuple[tuple[Scalar, "Node"], ...]
+    pos: Pos
+    keys: dict[str, Scalar] = field(default_factory=dict, compare=False, hash=False)
+
+    def get(self, key: str) -> "Node | None":
+        for k, v in self.items:
+            if k.value == key:
+                return v
+        return None
+
+
+Node = Union[Scalar, Seq, Map]
+
+_NULLS = {"", "~", "null", "Null", "NULL"}
+_PLAIN_TAGS = {
+    "tag:yaml.org,2002:str",
+    "tag:yaml.org,2002:seq",
+    "tag:yaml.org,2002:map",
+}
+
+
+def _pos(file: str, mark: yaml.Mark) -> Pos:
+    return Pos(file, mark.line + 1, mark.column + 1)
+
+
+def load_text(text: str, file: str) -> Node:
+    """Parse ``text``; raise ManifestError with every problem found."""
+    try:
+        root = yaml.compose(text, Loader=yaml.BaseLoader)
+    except yaml.MarkedYAMLError as exc:
+        mark = exc.problem_mark or exc.context_mark
+        pos = _pos(file, mark) if mark else Pos(file, 1, 1)
+        problem = exc.problem or exc.context or "invalid YAML"
+        raise ManifestError([Diagnostic(pos, ERROR, f"invalid YAML: {problem}")]) from None
+    except yaml.YAMLError as exc:  # reader errors: bad encoding, control characters
+        raise ManifestError([Diagnostic(Pos(file, 1, 1), ERROR, f"invalid YAML: {exc}")]) from None
+    if root is None:
+        raise ManifestError([Diagnostic(Pos(file, 1, 1), ERROR, "the manifest is empty")])
+    diags: list[Diagnostic] = []
+    tree = _convert(root, file, diags, set())
+    if diags:
+        raise ManifestError(diags)
+    return tree
+
+
+def load_file(path: str) -> Node:
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read()
+    except OSError as exc:
+        raise ManifestError([Diagnostic(Pos(path, 1, 1), ERROR, f"cannot read manifest: {exc.strerror}")]) from None
+    try:
+        text = data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ManifestError([Diagnostic(Pos(path, line, 1), ERROR, "the manifest is not valid UTF-8")]) from None
+    return load_text(text, path)
+
+
+def _convert(node: yaml.Node, file: str, diags: list[Diagnostic], active: set[int]) -> Node:
+    pos = _pos(file, node.start_mark)
+    # BaseLoader gives untagged nodes their default tag; anything else was written by the user.
+    if node.tag not in _PLAIN_TAGS:
+        diags.append(Diagnostic(pos, ERROR, f"YAML tags are not supported here ({node.tag})"))
+    if isinstance(node, yaml.ScalarNode):
+        is_null = node.style is None and node.value in _NULLS
+        return Scalar(node.value, pos, is_null)
+    if id(node) in active:  # an alias that contains itself
+        diags.append(Diagnostic(pos, ERROR, "recursive YAML alias"))
+        return Scalar("", pos, True)
+    active = active | {id(node)}
+    if isinstance(node, yaml.SequenceNode):
+        return Seq(tuple(_convert(n, file, diags, active) for n in node.value), pos)
+    items: list[tuple[Scalar, Node]] = []
+    seen: dict[str, Scalar] = {}
+    for knode, vnode in node.value:
+        key = _convert(knode, file, diags, active)
+        if not isinstance(key, Scalar):
+            diags.append(Diagnostic(key.pos, ERROR, "a mapping key must be a plain string"))
+            continue
+        if key.value == "<<" and knode.style is None:
+            diags.append(Diagnostic(key.pos, ERROR, "YAML merge keys ('<<') are not supported; use 'defaults:'"))
+            continue
+        if key.value in seen:
+            first = seen[key.value].pos
+            diags.append(Diagnostic(key.pos, ERROR, f"duplicate key '{key.value}' (first defined at line {first.line})"))
+            continue
+        seen[key.value] = key
+        items.append((key, _convert(vnode, file, diags, active)))
+    return Map(tuple(items), pos, seen)

@@ -1,0 +1,101 @@
+"""The typed manifest: what validate.py produces and plan.py consumes.
+
+Plain frozen dataclasses; times are microseconds (systemd's own unit) and positions are
+kept per key so later stages (version gates in plan.py) can still point at the line
+that asked for a feature.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping
+
+from jobgen.diagnostics import Pos
+from jobgen.target import Target
+
+# Policies for a run that collides with a running one (see README "Overlap").
+OVERLAP_POLICIES = ("skip", "wait", "allow")
+LOCK_SCOPES = ("unit", "host", "cluster")
+HARDENING_PROFILES = ("none", "default", "strict")
+SCHEDULE_KINDS = ("calendar", "every", "after_boot")
+
+
+@dataclass(frozen=True)
+class Schedule:
+    kind: str  # one of SCHEDULE_KINDS
+    calendar: str | None = None  # normalized OnCalendar= expression (with time zone)
+    usec: int | None = None  # for every / after_boot
+    has_timezone: bool = False
+
+
+@dataclass(frozen=True)
+class Lock:
+    scope: str
+    name: str
+    backend: str | None = None
+    ttl_usec: int | None = None
+    password_file: str | None = None
+    credential: str | None = None  # LoadCredential= name:path for the lock password
+
+
+@dataclass(frozen=True)
+class Common:
+    """Keys jobs and workers share, with the same meaning."""
+
+    name: str
+    pos: Pos
+    keypos: Mapping[str, Pos] = field(compare=False, hash=False, repr=False)
+    command: tuple[str, ...] = ()
+    description: str | None = None
+    user: str | None = None
+    group: str | None = None
+    working_directory: str | None = None
+    environment: tuple[tuple[str, str], ...] = ()
+    environment_file: str | None = None
+    hardening: str = "default"
+    memory_max: str | None = None
+    on_failure: tuple[str, ...] = ()
+
+    def where(self, key: str) -> Pos:
+        return self.keypos.get(key, self.pos)
+
+
+@dataclass(frozen=True)
+class Job(Common):
+    schedule: Schedule = Schedule("calendar")
+    overlap: str = "skip"
+    wait_usec: int | None = None
+    lock: Lock | None = None  # None when overlap is 'allow'
+    timeout_usec: int | None = None
+    persistent: bool = False
+    randomized_delay_usec: int | None = None
+    fixed_random_delay: bool = False
+    randomized_offset_usec: int | None = None
+    accuracy_usec: int | None = None
+    on_success: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Worker(Common):
+    instances: int = 1
+    type: str = "exec"
+    restart: str = "on-failure"
+    restart_delay_usec: int = 1_000_000
+    restart_max_delay_usec: int | None = None
+    restart_steps: int | None = None
+    start_limit_interval_usec: int | None = None
+    start_limit_burst: int | None = None
+    stop_signal: str = "SIGTERM"
+    stop_timeout_usec: int = 0
+    recycle_after_usec: int | None = None
+    watchdog_usec: int | None = None
+    max_job_time_usec: int | None = None
+
+
+@dataclass(frozen=True)
+class Manifest:
+    path: str
+    target: Target | None
+    target_pos: Pos | None
+    jobs: tuple[Job, ...]
+    workers: tuple[Worker, ...]

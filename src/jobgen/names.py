@@ -1,0 +1,43 @@
+"""Unit and lock names: what systemd accepts, decided here and nowhere else.
+
+systemd.unit(5): a unit name is at most 255 characters of ``[A-Za-z0-9:_.\\-]`` (plus one
+``@`` for templates) followed by the type suffix. jobgen uses the job's name as the
+unit name stem, unchanged, so ``systemctl status NAME`` works without a lookup table:
+names systemd would need ``systemd-escape`` for are refused with the reason instead of
+being mangled into something the operator never wrote.
+"""
+
+from __future__ import annotations
+
+import re
+
+UNIT_NAME_MAX = 255  # systemd's UNIT_NAME_MAX, including the suffix
+# The longest suffix jobgen appends: "@.service" for worker templates.
+_LONGEST_SUFFIX = len("@.service")
+JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
+UNIT_REF = re.compile(r"[A-Za-z0-9_.:\\-]+(@[A-Za-z0-9_.:\\-]*)?\.(service|target|socket|timer|path|mount)")
+LOCK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]*")
+CLUSTER_LOCK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/-]*")
+USER_NAME = re.compile(r"[a-z_][a-z0-9_-]*\$?|[0-9]+")
+ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
+_UNIT_SUFFIXES = (".service", ".timer", ".target", ".socket", ".path", ".mount")
+
+LOCK_DIR = "/run/lock/jobgen"
+
+
+def job_name_problem(name: str) -> str | None:
+    """Why ``name`` cannot be a unit name stem, or None."""
+    if not JOB_NAME.fullmatch(name):
+        return (
+            f"'{name}' is not a valid unit name: use letters, digits and '_.:-', "
+            "starting with a letter, digit or '_'"
+        )
+    if name.endswith(_UNIT_SUFFIXES):
+        return f"'{name}' ends with a unit type suffix; jobgen adds the suffix itself"
+    if len(name) + _LONGEST_SUFFIX > UNIT_NAME_MAX:
+        return f"'{name}' is too long for a unit name (at most {UNIT_NAME_MAX - _LONGEST_SUFFIX} characters)"
+    return None
+
+
+def lock_file(name: str) -> str:
+    return f"{LOCK_DIR}/{name}.lock"
