@@ -220,10 +220,6 @@ class _Context:
         return True
 
 
-def _escape_specifiers(text: str) -> str:
-    return text.replace("%", "%%")
-
-
 def _span(usec: int) -> Raw:
     return Raw(timespec.format_timespan(usec))
 
@@ -231,8 +227,8 @@ def _span(usec: int) -> Raw:
 # --------------------------------------------------------------------------- common keys
 
 
-def _common_unit(u: _Unit, c: Common, description: str) -> None:
-    u.set("Unit", "Description", Raw(description))
+def _common_unit(u: _Unit, c: Common, description: Raw) -> None:
+    u.set("Unit", "Description", description)
     for unit in c.on_failure:
         u.set("Unit", "OnFailure", Raw(unit), c.where("on_failure"), "on_failure")
 
@@ -348,7 +344,7 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     timer.set("Install", "WantedBy", Raw("timers.target"))
 
     svc = _Unit(ctx, f"{job.name}.service", "service")
-    _common_unit(svc, job, description)
+    _common_unit(svc, job, Raw(description))
     for unit in job.on_success:
         svc.set("Unit", "OnSuccess", Raw(unit), job.where("on_success"), "on_success")
     svc.set("Service", "Type", Raw("oneshot"))
@@ -398,10 +394,10 @@ def _worker_files(ctx: _Context, w: Worker) -> list[UnitFile]:
     name = f"{w.name}@.service" if template else f"{w.name}.service"
     description = w.description or f"jobgen worker {w.name}"
     svc = _Unit(ctx, name, "service")
-    _common_unit(svc, w, description)
-    if template:
-        # Instance number in the journal and `systemctl status` (%i, systemd.unit(5)).
-        svc.sections["Unit"][0] = ("Description", Raw(_escape_specifiers(description) + " (instance %i)", specifiers=True))
+    # A template's instances show their number in the journal and `systemctl status`
+    # (%i, systemd.unit(5) SPECIFIERS); the user's text keeps its '%' literal.
+    title = Raw(description.replace("%", "%%") + " (instance %i)", specifiers=True) if template else Raw(description)
+    _common_unit(svc, w, title)
     if w.start_limit_interval_usec:
         svc.set("Unit", "StartLimitIntervalSec", _span(w.start_limit_interval_usec))
     if w.start_limit_burst:
