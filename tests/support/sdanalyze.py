@@ -460,7 +460,10 @@ def versioned_analyzer(major: int) -> Analyzer | None:
     """systemd-analyze of release `major` from the cache, or None when it was not fetched."""
     folder = cache_dir() / str(major)
     loader_file = folder / "loader"
-    if not loader_file.is_file():
+    try:
+        if not loader_file.is_file():
+            return None
+    except PermissionError:  # someone else's cache under a private $HOME
         return None
     loader = dict(line.split("=", 1) for line in loader_file.read_text().splitlines() if "=" in line)
     version = (folder / "version").read_text().strip() if (folder / "version").is_file() else str(major)
