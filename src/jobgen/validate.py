@@ -278,6 +278,9 @@ _LOCK_KEYS: dict[str, Callable[[Node], Any]] = {
 }
 
 
+_LOCK_FIELDS = {"ttl": "ttl_usec"}  # manifest key -> LockSpec field where they differ
+
+
 def lock(node: Node) -> LockSpec:
     if isinstance(node, Scalar) and not node.is_null:
         return LockSpec(scope=choice(*LOCK_SCOPES)(node), pos=node.pos)
@@ -292,7 +295,7 @@ def lock(node: Node) -> LockSpec:
                 key.pos,
             )
         try:
-            values[key.value] = conv(value)
+            values[_LOCK_FIELDS.get(key.value, key.value)] = conv(value)
         except Invalid as exc:
             raise Invalid(f"'lock.{key.value}': {exc.message}", exc.pos or value.pos) from None
     return LockSpec(pos=node.pos, keypos=tuple((k.value, k.pos) for k, _ in node.items), **values)
@@ -450,7 +453,7 @@ def _job_lock(what: str, job: str, overlap: str, spec: LockSpec | None, keypos, 
         p.error(kp.get("scope", at), f"{what}: 'lock.scope: unit' cannot wait; use scope host or cluster with 'overlap: wait'")
     if scope != "cluster":
         for key in ("backend", "ttl", "password_file", "credential"):
-            if getattr(spec, key if key != "ttl" else "ttl_usec") is not None:
+            if getattr(spec, _LOCK_FIELDS.get(key, key)) is not None:
                 p.error(kp[key], f"{what}: 'lock.{key}' only applies to 'scope: cluster' (scope is '{scope}')")
     name = spec.name or job
     pattern = names.CLUSTER_LOCK_NAME if scope == "cluster" else names.LOCK_NAME
