@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import importlib.util
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -17,6 +18,7 @@ import pytest
 
 from jobgen import directive_table as table
 from jobgen.target import VALUE_GATES
+from support import sdanalyze
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -242,3 +244,56 @@ def test_committed_table_is_what_the_generator_writes():
         check=True, capture_output=True, text=True,
     ).stdout
     assert out == (REPO / "src" / "jobgen" / "directive_table.py").read_text()
+
+
+# --- the table against real systemd ------------------------------------
+
+UNKNOWN_KEY = re.compile(r"(?P<file>[\w.@-]+):\d+: Unknown (?:key|lvalue)")
+WARN_ONLY = re.compile(r"(?P<file>[\w.@-]+):\d+: (?:Support for option \w+= has been (?:removed|disabled)"
+                       r"|Unit dependency type \w+= is obsolete)")
+
+
+def _one_unit_per_key(folder: Path) -> dict[str, table.Directive]:
+    """A unit file per [Unit]/[Service]/[Install]/[Timer] key in the table,
+    so one key's complaint cannot hide another's."""
+    (folder / "x.service").write_text("[Service]\nExecStart=/bin/true\n")
+    units = {}
+    for row in table.DIRECTIVES:
+        if row.section == "Timer":
+            name = f"t-{row.name}.timer"
+            text = f"[Timer]\nOnCalendar=daily\nUnit=x.service\n{row.name}=\n"
+        elif row.section in ("Unit", "Service", "Install"):
+            name = f"k-{row.section}-{row.name}.service"
+            line = f"[{row.section}]\n{row.name}={'x.service' if row.section == 'Unit' else ''}\n"
+            service = "[Service]\nExecStart=/bin/true\n"
+            text = line + service if row.section == "Unit" else service + line
+        else:
+            continue
+        (folder / name).write_text(text)
+        units[name] = row
+    return units
+
+
+@pytest.mark.matrix
+@pytest.mark.parametrize("release", sorted(sdanalyze.RELEASES))
+def test_real_systemd_agrees_with_the_table(release, tmp_path):
+    """Every key the table says `release` lacks is reported "Unknown key" by
+    that release's own systemd-analyze, and no other; every key the table says
+    it only warns about is warned about, and no other."""
+    analyzer = sdanalyze.versioned_analyzer(release)
+    if analyzer is None:
+        pytest.skip(f"needs Debian's systemd {release}: {sdanalyze.FETCH_HINT}")
+    units = _one_unit_per_key(tmp_path)
+    paths = sorted(tmp_path.iterdir())
+    lines = []
+    for start in range(0, len(paths), 200):
+        lines += analyzer.verify(paths[start:start + 200]).lines
+    unknown = {units[m["file"]] for line in lines if (m := UNKNOWN_KEY.search(line)) and m["file"] in units}
+    warned = {units[m["file"]] for line in lines if (m := WARN_ONLY.search(line)) and m["file"] in units}
+
+    def gone(release_or_none):
+        return release_or_none is not None and release_or_none <= release
+
+    rows = set(units.values())
+    assert unknown == {r for r in rows if r.since > release or gone(r.removed)}
+    assert warned == {r for r in rows if gone(r.deprecated) and not gone(r.removed)}
