@@ -202,6 +202,8 @@ def parse_timespan(text: str, *, allow_infinity: bool = False) -> int:
             s += len(unit[0])
         elif s == p and s < n:
             # "Don't allow '12.34.56', but accept '12.34 .56' or '12.34s.56'" (time-util.c)
+            if text[s] == ".":
+                raise _span_error(text, "a second '.' in one number")
             raise _span_error(text, f"unknown unit {_bad_word(text, s)!r}")
         p = s
 
@@ -390,8 +392,9 @@ class Calendar:
         the previous one, exactly what `systemd-analyze calendar --iterations=n` lists. Fewer than
         n results means the expression never elapses again (before year 2199). Specs without a
         time zone are computed in UTC (systemd would use the target's local time). At a DST change
-        an ambiguous local time resolves to its first occurrence and a skipped one moves forward,
-        like glibc's mktime() with tm_isdst=-1.
+        a local time that does not exist is skipped (as systemd 252/257 do: `*-03-30 02:30
+        Europe/Berlin` does not elapse in 2025) and an ambiguous one resolves to its first
+        occurrence, like glibc's mktime() with tm_isdst=-1.
         """
         if after.tzinfo is None:
             raise ValueError("next_elapses needs a timezone-aware datetime")
