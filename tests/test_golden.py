@@ -1,0 +1,50 @@
+"""Golden files: every example and the policy cases, rendered for systemd 252 and 257.
+
+The expected bytes live in tests/golden/<manifest>/<systemd>/, reviewed as diffs in
+git. After a deliberate change, regenerate them with
+
+    JOBGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
+
+and read the diff before committing.
+"""
+
+import os
+from pathlib import Path
+
+import pytest
+
+from jobgen import pipeline
+from jobgen.target import parse_target
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = ROOT / "tests" / "golden"
+MANIFESTS = sorted((ROOT / "examples").glob("*.yaml")) + sorted((ROOT / "tests" / "cases").glob("*.yaml"))
+TARGETS = ("252", "257")
+
+
+def rendered(manifest: Path, systemd: str) -> dict[str, bytes]:
+    # The relative path, as a user in the repository would type it: the header names
+    # only the file name, so this does not change the bytes (tests/test_properties.py).
+    return pipeline.build(str(manifest.relative_to(ROOT)), parse_target(systemd)).files
+
+
+def golden_tree(folder: Path) -> dict[str, bytes]:
+    return {str(p.relative_to(folder)): p.read_bytes() for p in sorted(folder.rglob("*")) if p.is_file()}
+
+
+@pytest.mark.parametrize("systemd", TARGETS)
+@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.stem)
+def test_golden(manifest: Path, systemd: str) -> None:
+    folder = GOLDEN / manifest.stem / systemd
+    files = rendered(manifest, systemd)
+    if os.environ.get("JOBGEN_UPDATE_GOLDEN") == "1":
+        for old in folder.rglob("*"):
+            if old.is_file():
+                old.unlink()
+        for name, data in files.items():
+            (folder / name).parent.mkdir(parents=True, exist_ok=True)
+            (folder / name).write_bytes(data)
+    expected = golden_tree(folder)
+    assert sorted(files) == sorted(expected), "file set differs from the golden folder"
+    for name in files:
+        assert files[name].decode() == expected[name].decode(), f"{manifest.name} -> {name} for systemd {systemd}"
