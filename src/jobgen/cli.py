@@ -201,15 +201,21 @@ def _app():  # noqa: C901 - the command table, kept in one place
         fmt: Format = FormatOpt,
     ) -> None:
         """List the directives jobgen emits and whether the target supports them."""
-        from jobgen.plan import emitted_directives
+        from jobgen.plan import DEFAULT_TARGET, FALLBACKS, emitted_directives
 
-        target = resolve_target(systemd, preset) or parse_target(__import__("jobgen.plan").plan.DEFAULT_TARGET)
-        rows = supported_directives(target, emitted_directives())
+        target = resolve_target(systemd, preset) or parse_target(DEFAULT_TARGET)
+        rows = [
+            (*row, "" if row.status == "ok" else FALLBACKS.get((row.section, row.directive), "error if a manifest asks for it"))
+            for row in supported_directives(target, emitted_directives())
+        ]
         if fmt == Format.json:
-            typer.echo(json.dumps({"target": target.describe(), "directives": [list(r) for r in rows]}, indent=2))
+            keys = ("section", "directive", "since", "status", "when_missing")
+            doc = {"target": target.describe(), "directives": [dict(zip(keys, r)) for r in rows]}
+            typer.echo(json.dumps(doc, indent=2))
             return
         typer.echo(f"# {target.describe()}")
+        typer.echo("# section\tdirective\tsince\tstatus\twhen missing")
         for row in rows:
-            typer.echo("\t".join(str(x) for x in row))
+            typer.echo("\t".join(str(x) for x in row).rstrip("\t"))
 
     return app

@@ -163,6 +163,31 @@ _HARDENING_STRICT = _HARDENING_DEFAULT + (
 )
 HARDENING = {"none": (), "default": _HARDENING_DEFAULT, "strict": _HARDENING_STRICT}
 
+# Every directive jobgen can write (`jobgen directives` lists them for a target; a test
+# checks that rendered units use no other).
+EMITTED: tuple[tuple[str, str], ...] = (
+    ("Unit", "Description"), ("Unit", "OnFailure"), ("Unit", "OnSuccess"), ("Unit", "PartOf"),
+    ("Unit", "Wants"), ("Unit", "StartLimitIntervalSec"), ("Unit", "StartLimitBurst"),
+    ("Service", "Type"), ("Service", "User"), ("Service", "Group"), ("Service", "WorkingDirectory"),
+    ("Service", "Environment"), ("Service", "EnvironmentFile"), ("Service", "ExecCondition"),
+    ("Service", "ExecStart"), ("Service", "ExecStopPost"), ("Service", "SuccessExitStatus"),
+    ("Service", "LoadCredential"), ("Service", "TimeoutStartSec"), ("Service", "TimeoutStopSec"),
+    ("Service", "MemoryMax"), ("Service", "Restart"), ("Service", "RestartSec"),
+    ("Service", "RestartSteps"), ("Service", "RestartMaxDelaySec"), ("Service", "KillMode"),
+    ("Service", "KillSignal"), ("Service", "RuntimeMaxSec"), ("Service", "WatchdogSec"),
+    ("Service", "ReadWritePaths"),
+    ("Timer", "OnCalendar"), ("Timer", "OnActiveSec"), ("Timer", "OnUnitActiveSec"),
+    ("Timer", "OnUnitInactiveSec"), ("Timer", "OnBootSec"), ("Timer", "Persistent"),
+    ("Timer", "DeferReactivation"), ("Timer", "AccuracySec"), ("Timer", "RandomizedDelaySec"),
+    ("Timer", "FixedRandomDelay"), ("Timer", "RandomizedOffsetSec"),
+    ("Install", "WantedBy"),
+) + tuple(dict.fromkeys((s, d) for s, d, _ in _HARDENING_STRICT))
+
+
+def emitted_directives() -> tuple[tuple[str, str], ...]:
+    return EMITTED
+
+
 # Directive -> what jobgen does when the target lacks it (instead of an error).
 FALLBACKS: dict[tuple[str, str], str] = {
     ("Timer", "DeferReactivation"): "emulated with ExecCondition= (README: Overrun)",
