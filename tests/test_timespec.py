@@ -28,7 +28,6 @@ from jobgen.timespec import (
 )
 
 BASE = datetime(2025, 1, 1, tzinfo=timezone.utc)
-BASE_ARG = "--base-time=2025-01-01 00:00:00 UTC"
 ITERATIONS = 5
 
 
@@ -179,6 +178,20 @@ ELAPSE_CASES = [
     ("*-02-30", []),
 ]  # fmt: skip
 
+# Around the 2025 Berlin DST changes: (base time, spec, next elapses in UTC).
+SPRING = datetime(2025, 3, 30, tzinfo=timezone.utc)
+AUTUMN = datetime(2025, 10, 25, 23, tzinfo=timezone.utc)
+DST_CASES = [
+    # 02:00 CET does not exist on 03-30: 01:00Z is 03:00 CEST.
+    (SPRING, "hourly Europe/Berlin", ["Sun 2025-03-30 01:00:00", "Sun 2025-03-30 02:00:00"]),
+    (SPRING, "02:30 Europe/Berlin", ["Mon 2025-03-31 00:30:00", "Tue 2025-04-01 00:30:00"]),
+    # 02:00..02:59 happens twice on 10-26; only the first (CEST) pass fires.
+    (AUTUMN, "hourly Europe/Berlin", ["Sun 2025-10-26 00:00:00", "Sun 2025-10-26 02:00:00"]),
+    (AUTUMN, "*-*-* 2:0/20 Europe/Berlin", ["Sun 2025-10-26 00:00:00", "Sun 2025-10-26 00:20:00",
+                                            "Sun 2025-10-26 00:40:00", "Mon 2025-10-27 01:00:00"]),
+    (AUTUMN, "hourly Australia/Lord_Howe", ["Sun 2025-10-26 00:00:00", "Sun 2025-10-26 01:00:00"]),
+]
+
 # (input, microseconds | Err(fragment))
 TIMESPAN_CASES = [
     ("5min", 5 * MIN),
@@ -260,6 +273,12 @@ def test_next_elapses(text, expected):
     assert [_systemd_timestamp(t) for t in got] == [e + " UTC" for e in expected]
 
 
+@pytest.mark.parametrize(("base", "text", "expected"), DST_CASES, ids=repr)
+def test_next_elapses_across_dst(base, text, expected):
+    got = parse_calendar(text).next_elapses(base, len(expected))
+    assert [_systemd_timestamp(t) for t in got] == [e + " UTC" for e in expected]
+
+
 @pytest.mark.parametrize(
     ("text", "timezone_", "requires"),
     [("daily", None, None), ("daily UTC", "UTC", 228), ("@0", "UTC", 228),
@@ -335,13 +354,15 @@ _ROW = re.compile(r"^\s*(Original form|Normalized form|Next elapse|Iter\. #\d+|F
                   r" (.*?)\s*$")  # fmt: skip
 
 
-def systemd_calendar(specs: tuple[str, ...]) -> list[Analyzed | None]:
+def systemd_calendar(specs: tuple[str, ...], base: datetime = BASE,
+                     iterations: int = ITERATIONS) -> list[Analyzed | None]:
     """One `systemd-analyze calendar` run for all specs; None where systemd refuses a spec.
 
     systemd prints a table per accepted spec, nothing for a refused one, and one empty line
     between specs either way (analyze-calendar.c), so empty lines count the specs."""
     proc = subprocess.run(
-        [SYSTEMD_ANALYZE, "calendar", BASE_ARG, f"--iterations={ITERATIONS}", "--", *specs],
+        [SYSTEMD_ANALYZE, "calendar", f"--base-time={base:%Y-%m-%d %H:%M:%S} UTC",
+         f"--iterations={iterations}", "--", *specs],
         capture_output=True, text=True, env=_ENV, check=False,
     )  # fmt: skip
     assert "Failed to determine next elapse" not in proc.stderr, proc.stderr
@@ -411,6 +432,13 @@ def test_calendar_agrees_with_systemd(text):
 def test_elapse_table_agrees_with_systemd():
     got = systemd_calendar(tuple(text for text, _ in ELAPSE_CASES))
     assert [a.elapses for a in got] == [tuple(e + " UTC" for e in exp) for _, exp in ELAPSE_CASES]
+
+
+@needs_systemd
+@pytest.mark.parametrize(("base", "text", "expected"), DST_CASES, ids=repr)
+def test_dst_table_agrees_with_systemd(base, text, expected):
+    (got,) = systemd_calendar((text,), base, len(expected))
+    assert list(got.elapses) == [e + " UTC" for e in expected]
 
 
 @needs_systemd
@@ -510,7 +538,8 @@ _time = st.one_of(
     st.builds(lambda h, m: f"{h}:{m}", _chain(_num), _chain(_num)),
     st.builds(lambda h, m, s: f"{h}:{m}:{s}", _chain(_num), _chain(_num), _chain(_sec)),
 )
-_zone = st.sampled_from(["", "", "", " UTC", " Europe/Berlin", " America/New_York", " Mars/Base"])
+_zone = st.sampled_from(["", "", "", " UTC", " Europe/Berlin", " America/New_York",
+                         " Australia/Lord_Howe", " Mars/Base"])
 _shorthand = st.sampled_from(["minutely", "hourly", "daily", "weekly", "monthly", "yearly",
                               "quarterly", "semiannually", "biannually", "fortnightly"])  # fmt: skip
 calendar_specs = st.one_of(

@@ -643,12 +643,17 @@ class _Parser:
     def epoch(self) -> int:
         """`@SECONDS`: one UTC instant (calendarspec_from_time_t())."""
         self.p += 1
-        m = re.compile(r"[0-9]+").match(self.s, self.p)
+        # strtoul(): leading C white space and a sign are accepted; "-N" wraps around to a
+        # time before 1970 (refused below), "-0" is 0.
+        m = re.compile(r"[ \t\n\v\f\r]*([+-]?)([0-9]+)").match(self.s, self.p)
         if not m:
             raise _Fail("expected seconds since the epoch after '@'", self.p)
         self.p = m.end()
+        seconds = int(m.group(2)) * (-1 if m.group(1) == "-" else 1)
+        if seconds < 0:
+            raise _Fail("timestamp before 1970")
         try:
-            when = _EPOCH + timedelta(seconds=int(m.group()))
+            when = _EPOCH + timedelta(seconds=seconds)
         except OverflowError:
             raise _Fail("timestamp out of range") from None
         self.f.update(
