@@ -350,8 +350,8 @@ class Analyzed:
     elapses: tuple[str, ...]  # "Wed 2025-01-01 00:05:00 UTC" ...; empty for "never"
 
 
-_ROW = re.compile(r"^\s*(Original form|Normalized form|Next elapse|Iter\. #\d+|From now|\(in UTC\)):"
-                  r" (.*?)\s*$")  # fmt: skip
+_ROW = re.compile(r"^\s*(Original form|Normalized form|Next elapse|Iter\. #\d+|From now"
+                  r"|\(in UTC\)): (.*?)\s*$")  # fmt: skip
 
 
 def systemd_calendar(specs: tuple[str, ...], base: datetime = BASE,
@@ -499,7 +499,7 @@ def test_span_values_agree_with_systemd(texts):
 
 # A grammar close to systemd.time(7) that also produces near misses (out of range values, bad
 # separators, unknown zones), so both accept and reject paths get exercised.
-_num = st.integers(0, 70).map(str) | st.sampled_from(["00", "7", "12", "23", "24", "31", "59", "60"])
+_num = st.integers(0, 70).map(str) | st.sampled_from(["00", "7", "23", "24", "31", "59", "60"])
 _sec = _num | st.sampled_from(["0.5", "1.25", "30.000001", "0.1234567"])
 
 
@@ -541,7 +541,7 @@ _time = st.one_of(
 _zone = st.sampled_from(["", "", "", " UTC", " Europe/Berlin", " America/New_York",
                          " Australia/Lord_Howe", " Mars/Base"])
 _shorthand = st.sampled_from(["minutely", "hourly", "daily", "weekly", "monthly", "yearly",
-                              "quarterly", "semiannually", "biannually", "fortnightly"])  # fmt: skip
+                              "quarterly", "semiannually", "Biannually", "fortnightly"])
 calendar_specs = st.one_of(
     st.builds(lambda w, d, t, z: (w + d + t).rstrip(" ") + z, _weekdays, _date, _time, _zone),
     st.builds(lambda s, z: s + z, _shorthand, _zone),

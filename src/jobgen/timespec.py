@@ -130,7 +130,7 @@ def _bad_word(text: str, p: int) -> str:
 
 
 def parse_timespan(text: str, *, allow_infinity: bool = False) -> int:
-    """Parse a systemd time span into microseconds (systemd.time(7), parse_time() with seconds default).
+    """Parse a systemd time span into microseconds (systemd.time(7); parse_time(), unit seconds).
 
     `1h 30min`, `2min30s`, `1.5h`, `90` (bare number = seconds), `infinity` (returns USEC_INFINITY,
     only with allow_infinity=True). Raises ValueError naming what was wrong.
@@ -286,7 +286,7 @@ _FIELDS: dict[str, tuple[int, int, int]] = {
 
 @dataclass(frozen=True, order=True)
 class Component:
-    """One element of a ','-list: `start[..stop][/repeat]`; stop=-1 means no range (as in systemd)."""
+    """One ','-list element, `start[..stop][/repeat]`; stop=-1 means no range (as in systemd)."""
 
     start: int
     stop: int = -1
