@@ -37,6 +37,7 @@ __all__ = [
     "parse_calendar",
     "parse_timespan",
     "seconds_ceiling",
+    "timezone_is_valid",
 ]
 
 # ---------------------------------------------------------------------------------------------
