@@ -142,15 +142,9 @@ class Scenario:
 
     def deploy(self, manifest: str) -> list[str]:
         """Render the manifest with jobgen for this container's systemd and install it."""
-        outdir = self.tmp / f"out{len(self.units)}"
-        if os.environ.get("JOBGEN_E2E_STANDIN") == "1":  # TEMPORARY, see standin_render.py
-            import standin_render
-
-            standin_render.render(manifest, self.release, outdir)
-        else:
-            if reason := render_available():
-                pytest.skip(reason)
-            render(manifest, self.release, outdir)
+        if reason := render_available():
+            pytest.skip(reason)
+        outdir = render(manifest, self.release, self.tmp / f"out{len(self.units)}")
         installed = self.container.install_units(outdir)
         self.units += installed
         return installed
