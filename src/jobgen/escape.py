@@ -24,8 +24,17 @@ import re
 # Characters that need no quoting in an Exec word: nothing systemd or a reader could
 # misread (no quotes, backslashes, whitespace, ';', specifier or variable starters).
 _BARE_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
-# Control characters (C0, DEL, C1) and the Unicode line/paragraph separators.
-CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029]")
+# Characters never written raw into a unit file (validate.py refuses them where no
+# escape exists: descriptions, paths, Environment= values; exec_word C-escapes them):
+# - control characters (C0, DEL, C1) and the Unicode line/paragraph separators: a line
+#   break ends the directive;
+# - Unicode noncharacters, U+FDD0..U+FDEF and U+xxFFFE/U+xxFFFF of every plane: systemd's
+#   utf8_is_valid() (src/basic/utf8.c, unichar_is_valid) calls a line holding one "not
+#   UTF-8 clean" and ignores the whole assignment (seen on 252, 257 and 262);
+# - lone surrogates (YAML "\ud800"): they have no UTF-8 encoding at all.
+_PLANE_ENDS = "".join(rf"\U{plane:04x}fffe\U{plane:04x}ffff" for plane in range(17))
+CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufdd0-\ufdef" + _PLANE_ENDS + "]")
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 _C_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
@@ -48,6 +57,9 @@ def _refuse_control(text: str) -> None:
 
 
 def _c_escape(ch: str) -> str:
+    if _SURROGATE.match(ch):
+        # A YAML "\ud83d\ude00" is two lone surrogates, not the emoji: no bytes to write.
+        raise ValueError(f"lone surrogate U+{ord(ch):04X} in a command argument")
     if ch in _C_ESCAPES:
         return _C_ESCAPES[ch]
     if CONTROL.match(ch):
