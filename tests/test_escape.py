@@ -28,6 +28,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from jobgen import escape, pipeline
+from jobgen.diagnostics import ManifestError
 from support.sdanalyze import Analyzer, host_analyzer, missing_reason, parse_exec_dump, versioned_analyzer
 
 # --------------------------------------------------------------------------- 1. tables
@@ -315,3 +316,13 @@ def test_raw_noncharacter_is_what_systemd_ignores(analyzer, tmp_path):
     unit.write_text(f"[Service]\nType=oneshot\nExecStart={PROGRAM} \"\ufdd0\"\n", encoding="utf-8")
     result = analyzer.verify([unit], stubs=STUBS)
     assert result.rc != 0 and any("not UTF-8 clean" in line for line in result.lines), result.lines
+
+
+@pytest.mark.xfail(strict=True, raises=ValueError, reason="validate.py argv() refuses only NUL: a lone surrogate "
+                   "(YAML \"\\ud83d\\ude00\" is two of them, not the emoji) reaches escape.exec_word, which "
+                   "raises ValueError, a traceback from the CLI instead of a positioned error")
+def test_lone_surrogate_in_command_is_a_positioned_error(tmp_path):
+    text = 'jobgen: 1\njobs:\n  job:\n    command: [/usr/bin/php, "\\ud83d\\ude00"]\n    schedule: daily\n'
+    with pytest.raises(ManifestError) as error:
+        pipeline.build(str(tmp_path / "surrogate.yaml"), text=text)
+    assert [(d.pos.line, d.severity) for d in error.value.diagnostics] == [(4, "error")]
