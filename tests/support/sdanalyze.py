@@ -199,7 +199,9 @@ class Analyzer:
                 out = out.replace(f"{copy_folder}/", f"{original}/").replace(str(copy_folder), str(original))
             if proc.returncode != 0 and _sandbox_failed(out):
                 raise AnalyzerError(f"{self}: sandbox setup failed:\n{out}")
-            return proc.returncode, [line for line in out.splitlines() if line.strip()]
+            # split("\n"), not splitlines(): systemd prints U+0085/U+2028/U+2029 raw inside
+            # a quoted word of the dump, and splitlines() would cut the word there.
+            return proc.returncode, [line for line in out.split("\n") if line.strip()]
 
 
 def _decode(raw: bytes) -> str:
