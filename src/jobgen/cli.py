@@ -110,6 +110,15 @@ def _app():  # noqa: C901 - the command table, kept in one place
     ) -> None:
         """Render manifests into unit files (atomic, deterministic)."""
         target = resolve_target(systemd, preset)
+        # A generated file's header names its manifest by file name (so bytes do not depend
+        # on where the manifest was checked out); --prune and the tmpfiles.d file rely on
+        # that name, so manifests rendered together must have distinct file names.
+        seen: dict[str, Path] = {}
+        for path in manifests:
+            if path.name in seen and seen[path.name].resolve() != path.resolve():
+                err(f"jobgen: error: {seen[path.name]} and {path} have the same file name; rename one (generated files name their manifest by file name); nothing written")
+                raise typer.Exit(EXIT_INVALID)
+            seen[path.name] = path
         results = build_all(manifests, target, holder, fmt)
         files: dict[str, bytes] = {}
         owners: dict[str, str] = {}
