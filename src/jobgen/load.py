@@ -67,19 +67,44 @@ def load_text(text: str, file: str) -> Node:
     try:
         root = yaml.compose(text, Loader=yaml.BaseLoader)
     except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        pos = _pos(file, mark) if mark else Pos(file, 1, 1)
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise ManifestError([Diagnostic(pos, ERROR, f"invalid YAML: {problem}")]) from None
-    except yaml.YAMLError as exc:  # reader errors: bad encoding, control characters
-        raise ManifestError([Diagnostic(Pos(file, 1, 1), ERROR, f"invalid YAML: {exc}")]) from None
+        raise ManifestError([_syntax_error(exc, file)]) from None
+    except yaml.reader.ReaderError as exc:  # a character YAML does not allow in a file
+        raise ManifestError([_reader_error(exc, text, file)]) from None
+    except yaml.YAMLError as exc:  # anything else PyYAML raises: one line, at the top
+        raise ManifestError([Diagnostic(Pos(file, 1, 1), ERROR, "invalid YAML: " + " ".join(str(exc).split()))]) from None
     if root is None:
-        raise ManifestError([Diagnostic(Pos(file, 1, 1), ERROR, "the manifest is empty")])
+        raise ManifestError(
+            [Diagnostic(Pos(file, 1, 1), ERROR, "the manifest is empty (it needs at least 'jobgen: 1' and a 'jobs:' section)")]
+        )
     diags: list[Diagnostic] = []
-    tree = _convert(root, file, diags, set())
+    tree = _convert(root, file, diags, set(), ())
     if diags:
         raise ManifestError(diags)
     return tree
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, file: str) -> Diagnostic:
+    mark = exc.problem_mark or exc.context_mark
+    pos = _pos(file, mark) if mark else Pos(file, 1, 1)
+    problem = exc.problem or exc.context or "invalid YAML"
+    # PyYAML notices a problem where the text stops making sense, often a line after the
+    # mistake; its context ("while parsing a flow sequence") says where that construct began.
+    if exc.context and exc.problem and exc.context_mark and exc.context_mark.line != mark.line:
+        problem += f" ({exc.context} that starts at line {exc.context_mark.line + 1})"
+    return Diagnostic(pos, ERROR, f"invalid YAML: {problem}")
+
+
+def _reader_error(exc: yaml.reader.ReaderError, text: str, file: str) -> Diagnostic:
+    before = text[: exc.position]
+    line = before.count("\n") + 1
+    col = exc.position - (before.rfind("\n") + 1) + 1
+    char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+    return Diagnostic(
+        Pos(file, line, col),
+        ERROR,
+        f"invalid YAML: the character U+{ord(char):04X} is not allowed in a YAML file "
+        "(write it as an escape such as \\x07 inside double quotes)",
+    )
 
 
 def load_file(path: str) -> Node:
@@ -96,7 +121,7 @@ def load_file(path: str) -> Node:
     return load_text(text, path)
 
 
-def _convert(node: yaml.Node, file: str, diags: list[Diagnostic], active: set[int]) -> Node:
+def _convert(node: yaml.Node, file: str, diags: list[Diagnostic], active: set[int], path: tuple[str, ...]) -> Node:
     pos = _pos(file, node.start_mark)
     # BaseLoader gives untagged nodes their default tag; anything else was written by the user.
     if node.tag not in _PLAIN_TAGS:
@@ -109,11 +134,11 @@ def _convert(node: yaml.Node, file: str, diags: list[Diagnostic], active: set[in
         return Scalar("", pos, True)
     active = active | {id(node)}
     if isinstance(node, yaml.SequenceNode):
-        return Seq(tuple(_convert(n, file, diags, active) for n in node.value), pos)
+        return Seq(tuple(_convert(n, file, diags, active, path) for n in node.value), pos)
     items: list[tuple[Scalar, Node]] = []
     seen: dict[str, Scalar] = {}
     for knode, vnode in node.value:
-        key = _convert(knode, file, diags, active)
+        key = _convert(knode, file, diags, active, path)
         if not isinstance(key, Scalar):
             diags.append(Diagnostic(key.pos, ERROR, "a mapping key must be a plain string"))
             continue
@@ -122,8 +147,16 @@ def _convert(node: yaml.Node, file: str, diags: list[Diagnostic], active: set[in
             continue
         if key.value in seen:
             first = seen[key.value].pos
-            diags.append(Diagnostic(key.pos, ERROR, f"duplicate key '{key.value}' (first defined at line {first.line})"))
+            where = f" in '{'.'.join(path)}'" if path else ""
+            diags.append(
+                Diagnostic(
+                    key.pos,
+                    ERROR,
+                    f"duplicate key '{key.value}'{where} (first defined at line {first.line}); "
+                    "remove one (most YAML tools silently keep the last)",
+                )
+            )
             continue
         seen[key.value] = key
-        items.append((key, _convert(vnode, file, diags, active)))
+        items.append((key, _convert(vnode, file, diags, active, path + (key.value,))))
     return Map(tuple(items), pos, seen)

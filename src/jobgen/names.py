@@ -26,16 +26,23 @@ LOCK_DIR = "/run/lock/jobgen"
 
 
 def job_name_problem(name: str) -> str | None:
-    """Why ``name`` cannot be a unit name stem, or None."""
+    """Why ``name`` cannot be a unit name stem, or None. The caller shows the name."""
+    if not name:
+        return "a name cannot be empty"
     if not JOB_NAME.fullmatch(name):
+        bad = next((c for c in name if not re.fullmatch(r"[A-Za-z0-9_.:-]", c)), name[0])
+        shown = "a space" if bad == " " else f"'{bad}'" if bad.isprintable() else f"U+{ord(bad):04X}"
+        first = " at the start" if bad == name[0] and re.fullmatch(r"[.:-]", bad) else ""
         return (
-            f"'{name}' is not a valid unit name: use letters, digits and '_.:-', "
-            "starting with a letter, digit or '_'"
+            f"not a valid unit name: {shown}{first} is not allowed; use letters, digits and '_.:-', "
+            "starting with a letter, digit or '_' (systemd.unit(5))"
         )
     if name.endswith(_UNIT_SUFFIXES):
-        return f"'{name}' ends with a unit type suffix; jobgen adds the suffix itself"
-    if len(name) + _LONGEST_SUFFIX > UNIT_NAME_MAX:
-        return f"'{name}' is too long for a unit name (at most {UNIT_NAME_MAX - _LONGEST_SUFFIX} characters)"
+        stem, _, suffix = name.rpartition(".")
+        return f"ends with the unit type '.{suffix}'; jobgen adds the suffix itself, so name it '{stem}'"
+    limit = UNIT_NAME_MAX - _LONGEST_SUFFIX
+    if len(name) > limit:
+        return f"the name has {len(name)} characters; a unit name stem may have at most {limit} (systemd.unit(5))"
     return None
 
 

@@ -11,10 +11,12 @@ Version gates are not checked here: they depend on the target, in plan.py.
 from __future__ import annotations
 
 import difflib
+import re
 import shlex
 import signal as _signal
 from dataclasses import dataclass
 from typing import Any, Callable
+from urllib.parse import parse_qsl, urlsplit
 from zoneinfo import available_timezones
 
 from jobgen import names, timespec
@@ -31,9 +33,11 @@ from jobgen.model import (
     Schedule,
     Worker,
 )
+from jobgen.directive_table import LAST_RELEASE
 from jobgen.target import Target, parse_target
 
 MANIFEST_VERSION = "1"
+_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class Invalid(Exception):
@@ -50,11 +54,40 @@ class Invalid(Exception):
 def _scalar(node: Node, what: str = "a string") -> str:
     if not isinstance(node, Scalar) or node.is_null:
         raise Invalid(f"expected {what}, got {_kind(node)}")
-    if CONTROL.search(node.value):
-        # A newline or other control character would end the directive and let the
-        # rest of the value become a directive of its own (systemd.syntax(7)).
-        raise Invalid("control characters (such as a newline) are not allowed")
+    if problem := control_problem(node.value):
+        raise Invalid(problem)
     return node.value
+
+
+def control_problem(value: str) -> str | None:
+    """Why ``value`` cannot go into a unit file, naming the character, or None.
+
+    A newline or other control character would end the directive and let the rest of
+    the value become a directive of its own (systemd.syntax(7)).
+    """
+    m = CONTROL.search(value)
+    if m is None:
+        return None
+    ch = m.group()
+    if ch in "\n\r\u2028\u2029":
+        # The usual cause is a YAML block scalar ('|' keeps line breaks, '>' keeps the last).
+        return "must be one line, but contains a line break (write it on one line, or fold it with '>-')"
+    if problem := _surrogate_problem(ch):
+        return problem
+    if ch >= "\ufdd0":
+        return f"contains the Unicode noncharacter U+{ord(ch):04X}, which systemd refuses in a unit file"
+    return f"contains the control character U+{ord(ch):04X}, which a unit file cannot carry"
+
+
+def _surrogate_problem(text: str) -> str | None:
+    m = _SURROGATE.search(text)
+    if m is None:
+        return None
+    # YAML "\ud83d\ude00" is two lone UTF-16 halves, not the emoji: no UTF-8 form exists.
+    return (
+        f"contains U+{ord(m.group()):04X}, half of a UTF-16 surrogate pair, which is not a character; "
+        "write the character itself (or \\U0001F600 style in double quotes)"
+    )
 
 
 def _kind(node: Node) -> str:
@@ -92,7 +125,9 @@ def timespan(node: Node) -> int:
     try:
         usec = timespec.parse_timespan(value)
     except ValueError as exc:
-        raise Invalid(f"invalid time span '{value}': {exc} (systemd.time(7), e.g. 30s, 5min, 1h 30min)") from None
+        # timespec says "why in 'X'"; the value is quoted once here.
+        why = str(exc).removesuffix(f" in {value!r}")
+        raise Invalid(f"invalid time span '{value}': {why} (systemd.time(7), e.g. 30s, 5min, 1h 30min)") from None
     if usec <= 0:
         raise Invalid(f"time span must be greater than zero, got '{value}'")
     return usec
@@ -137,6 +172,9 @@ def argv(node: Node) -> tuple[str, ...]:
                 raise Invalid(f"every command argument must be a string, got {_kind(item)}", item.pos)
             if "\x00" in item.value:
                 raise Invalid("a command argument cannot contain a NUL byte", item.pos)
+            # Other control characters are C-escaped in Exec lines (escape.py); these cannot be.
+            if problem := _surrogate_problem(item.value):
+                raise Invalid(f"a command argument {problem}", item.pos)
             words.append(item.value)
     else:
         text = _scalar(node, "a command (a list of arguments or a string)")
@@ -149,7 +187,10 @@ def argv(node: Node) -> tuple[str, ...]:
     if not words[0].startswith("/"):
         # systemd would resolve a bare name against its own fixed PATH, not the shell's;
         # an absolute path makes verification and behaviour the same everywhere.
-        raise Invalid(f"the program must be an absolute path, got '{words[0]}' (e.g. /usr/bin/{words[0]})")
+        raise Invalid(
+            f"the program must be an absolute path, got '{words[0]}' "
+            f"(`command -v {words[0]}` on the target host prints it)"
+        )
     return tuple(words)
 
 
@@ -159,11 +200,14 @@ def environment(node: Node) -> tuple[tuple[str, str], ...]:
     pairs = []
     for key, value in node.items:
         if not names.ENV_NAME.fullmatch(key.value):
-            raise Invalid(f"'{key.value}' is not a valid environment variable name", key.pos)
+            raise Invalid(
+                f"'{key.value}' is not a valid variable name (letters, digits and '_', not starting with a digit)",
+                key.pos,
+            )
         if not isinstance(value, Scalar):
             raise Invalid(f"the value of {key.value} must be a string, got {_kind(value)}", value.pos)
-        if CONTROL.search(value.value):
-            raise Invalid(f"the value of {key.value} contains a control character (such as a newline)", value.pos)
+        if problem := control_problem(value.value):
+            raise Invalid(f"the value of {key.value} {problem}", value.pos)
         pairs.append((key.value, value.value))
     return tuple(sorted(pairs))
 
@@ -224,7 +268,12 @@ def calendar(node: Node) -> Schedule:
     try:
         cal = timespec.parse_calendar(value)
     except ValueError as exc:
-        raise Invalid(f"invalid calendar expression '{value}': {exc} (systemd.time(7) CALENDAR EVENTS)") from None
+        # timespec says "invalid calendar spec 'X': why"; the value is quoted once here.
+        why = str(exc).removeprefix(f"invalid calendar spec {value!r}: ")
+        raise Invalid(
+            f"invalid calendar expression '{value}': {why} "
+            "(systemd.time(7) CALENDAR EVENTS, e.g. daily, 'Mon..Fri 02:30', '*:0/15')"
+        ) from None
     return Schedule("calendar", calendar=cal.normalized, has_timezone=cal.timezone is not None)
 
 
@@ -238,16 +287,20 @@ _SCHEDULE_FORMS = {
 def schedule(node: Node) -> Schedule:
     if isinstance(node, Scalar):
         return calendar(node)
-    if not isinstance(node, Map) or len(node.items) != 1:
-        raise Invalid("expected a calendar expression or a mapping with one of: " + ", ".join(_SCHEDULE_FORMS))
+    if not isinstance(node, Map):
+        raise Invalid(
+            f"expected a calendar expression or a mapping with one of {', '.join(_SCHEDULE_FORMS)}, got {_kind(node)}"
+        )
+    if len(node.items) != 1:
+        written = ", ".join(k.value for k, _ in node.items) or "nothing"
+        raise Invalid(
+            f"a schedule mapping takes exactly one of {', '.join(_SCHEDULE_FORMS)}; got {written}"
+            " (a job has one schedule: make a second job for another one)"
+        )
     key, value = node.items[0]
     form = _SCHEDULE_FORMS.get(key.value)
     if form is None:
-        raise Invalid(
-            f"unknown schedule form '{key.value}'{_did_you_mean(key.value, _SCHEDULE_FORMS)}; "
-            "allowed: " + ", ".join(_SCHEDULE_FORMS),
-            key.pos,
-        )
+        raise Invalid(f"unknown schedule form '{key.value}'{_hint(key.value, _SCHEDULE_FORMS)}", key.pos)
     try:
         return form(value)
     except Invalid as exc:
@@ -285,15 +338,12 @@ def lock(node: Node) -> LockSpec:
     if isinstance(node, Scalar) and not node.is_null:
         return LockSpec(scope=choice(*LOCK_SCOPES)(node), pos=node.pos)
     if not isinstance(node, Map):
-        raise Invalid("expected a mapping with scope (unit, host, cluster), name, backend, ttl")
+        raise Invalid(f"expected a scope ({', '.join(LOCK_SCOPES)}) or a mapping of {', '.join(_LOCK_KEYS)}; got {_kind(node)}")
     values: dict[str, Any] = {}
     for key, value in node.items:
         conv = _LOCK_KEYS.get(key.value)
         if conv is None:
-            raise Invalid(
-                f"unknown key 'lock.{key.value}'{_did_you_mean(key.value, _LOCK_KEYS)}; allowed: " + ", ".join(_LOCK_KEYS),
-                key.pos,
-            )
+            raise Invalid(f"unknown key 'lock.{key.value}'{_hint(key.value, _LOCK_KEYS)}", key.pos)
         try:
             values[_LOCK_FIELDS.get(key.value, key.value)] = conv(value)
         except Invalid as exc:
@@ -354,22 +404,46 @@ WORKER_KEYS: dict[str, Key] = COMMON_KEYS | {
     "max_job_time": Key("max_job_time_usec", timespan),
 }
 
-REQUIRED_JOB_KEYS = ("command", "schedule")
-REQUIRED_WORKER_KEYS = ("command", "stop_timeout")
+# Required keys, with what to write: a missing key is the one problem where the user has
+# nothing on the line to look at, so the message says what the key is for.
+REQUIRED_JOB_KEYS: dict[str, str] = {
+    "command": "the program and its arguments, e.g. [/usr/bin/php, /srv/app/artisan, 'catalog:refresh']",
+    "schedule": "when it runs, e.g. daily, '*:0/5' or {every: 15min}",
+}
+REQUIRED_WORKER_KEYS: dict[str, str] = {
+    "command": "the program and its arguments, e.g. [/usr/bin/php, /srv/app/artisan, 'queue:work']",
+    "stop_timeout": "how long the worker may take to finish its current job after SIGTERM, e.g. 30s",
+}
 TOP_LEVEL_KEYS = ("jobgen", "target", "defaults", "jobs", "workers")
+# The shape of each top-level section, shown when a section is not a mapping.
+SECTION_SHAPES: dict[str, str] = {
+    "target": 'target: {systemd: ">=252"}',
+    "defaults": "defaults: {user: app}",
+    "jobs": "jobs: {NAME: {command: [...], schedule: ...}}",
+    "workers": "workers: {NAME: {command: [...], stop_timeout: 30s}}",
+}
 
 
 def _did_you_mean(word: str, options) -> str:
+    close = _closest(word, options)
+    return f"; did you mean '{close}'?" if close else ""
+
+
+def _closest(word: str, options) -> str | None:
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
-    return f"; did you mean '{close[0]}'?" if close else ""
+    return close[0] if close else None
+
+
+def _hint(word: str, options) -> str:
+    """For an unknown key: the likely spelling, or else every allowed one."""
+    return _did_you_mean(word, options) or "; allowed: " + ", ".join(options)
 
 
 # --------------------------------------------------------------------------- the pass
 
-
 class _Problems:
     def __init__(self) -> None:
-        self.items: set[Diagnostic] = set()  # a set: a bad default is reported once
+        self.items: set[Diagnostic] = set()
 
     def error(self, pos: Pos, message: str) -> None:
         self.items.add(Diagnostic(pos, ERROR, message))
@@ -377,78 +451,135 @@ class _Problems:
     def warning(self, pos: Pos, message: str) -> None:
         self.items.add(Diagnostic(pos, WARNING, message))
 
+    def error_count(self) -> int:
+        return sum(1 for d in self.items if d.severity == ERROR)
+
+
+@dataclass
+class _Seen:
+    """What one job or worker wrote, beyond the values that converted. Cross-key rules
+    ask this, so a key that is present but refused (already reported) is not reported
+    again as missing, and a refused value is not used to judge other keys."""
+
+    keypos: dict[str, Pos]  # every known key written (own or from defaults), valid or not
+    failed: set[str]  # keys whose value was refused
+    meant: set[str]  # keys an unknown (misspelt) key was probably meant to be
+
+    def wrote(self, key: str) -> bool:
+        return key in self.keypos or key in self.meant
+
+    def valid(self, key: str) -> bool:
+        """The key was written and its value accepted."""
+        return key in self.keypos and key not in self.failed
+
 
 def _convert_keys(
-    what: str, entries: list[tuple[Scalar, Node]], table: dict[str, Key], problems: _Problems
-) -> tuple[dict[str, Any], dict[str, Pos]]:
+    what: str, entries: list[tuple[Scalar, Node, bool]], table: dict[str, Key], problems: _Problems
+) -> tuple[dict[str, Any], _Seen]:
+    """Convert every entry; ``inherited`` entries come from ``defaults:``, whose problems
+    ``_check_defaults`` reports once (not once per job)."""
     values: dict[str, Any] = {}
-    keypos: dict[str, Pos] = {}
-    for key, node in entries:
+    seen = _Seen({}, set(), set())
+    for key, node, inherited in entries:
         spec = table.get(key.value)
         if spec is None:
-            problems.error(
-                key.pos,
-                f"{what}: unknown key '{key.value}'{_did_you_mean(key.value, table)}"
-                + ("" if _did_you_mean(key.value, table) else "; allowed: " + ", ".join(sorted(table))),
-            )
+            problems.error(key.pos, f"{what}: unknown key '{key.value}'{_hint(key.value, sorted(table))}")
+            if close := _closest(key.value, table):
+                seen.meant.add(close)
             continue
-        keypos[key.value] = key.pos
+        seen.keypos[key.value] = key.pos
         try:
             values[spec.field] = spec.convert(node)
         except Invalid as exc:
-            problems.error(exc.pos or node.pos, f"{what}: '{key.value}': {exc.message}")
-    return values, keypos
+            seen.failed.add(key.value)
+            if not inherited:
+                problems.error(exc.pos or node.pos, f"{what}: '{key.value}': {exc.message}")
+    return values, seen
 
 
-def _entries_with_defaults(body: Map, defaults: Map | None, table: dict[str, Key]) -> list[tuple[Scalar, Node]]:
+def _entries_with_defaults(body: Map, defaults: Map | None, table: dict[str, Key]) -> list[tuple[Scalar, Node, bool]]:
     own = {k.value for k, _ in body.items}
-    inherited = [(k, v) for k, v in (defaults.items if defaults else ()) if k.value in table and k.value not in own]
-    return inherited + list(body.items)
+    inherited = [(k, v, True) for k, v in (defaults.items if defaults else ()) if k.value in table and k.value not in own]
+    return inherited + [(k, v, False) for k, v in body.items]
 
 
-def _job_rules(name: str, v: dict[str, Any], keypos: dict[str, Pos], pos: Pos, p: _Problems) -> Job | None:
+def _check_defaults(defaults: Map, p: _Problems) -> None:
+    for key, node in defaults.items:
+        spec = JOB_KEYS.get(key.value) or WORKER_KEYS.get(key.value)
+        if spec is None:
+            p.error(key.pos, f"defaults: unknown key '{key.value}'{_hint(key.value, sorted(JOB_KEYS | WORKER_KEYS))}")
+            continue
+        try:
+            spec.convert(node)
+        except Invalid as exc:
+            p.error(exc.pos or node.pos, f"defaults: '{key.value}': {exc.message}")
+
+
+def _required(what: str, required: dict[str, str], seen: _Seen, pos: Pos, p: _Problems) -> None:
+    for key, purpose in required.items():
+        if not seen.wrote(key):
+            p.error(pos, f"{what}: missing required key '{key}' ({purpose})")
+
+
+def _span_text(usec: int) -> str:
+    return timespec.format_timespan(usec)
+
+
+def _job_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Problems) -> Job:
     what = f"job '{name}'"
-    for key in REQUIRED_JOB_KEYS:
-        if JOB_KEYS[key].field not in v:
-            p.error(pos, f"{what}: missing required key '{key}'")
-    overlap = v.get("overlap", "skip")
-    if overlap == "wait" and "wait_usec" not in v:
-        p.error(keypos.get("overlap", pos), f"{what}: 'overlap: wait' needs 'wait_timeout' (how long a run may wait for the lock)")
-    if overlap != "wait" and "wait_usec" in v:
-        p.error(keypos["wait_timeout"], f"{what}: 'wait_timeout' only applies to 'overlap: wait' (overlap is '{overlap}')")
+    keypos = seen.keypos
+    _required(what, REQUIRED_JOB_KEYS, seen, pos, p)
+    # A refused 'overlap' is unknown, not 'skip': rules that depend on it wait for a valid one.
+    overlap = None if "overlap" in seen.failed else v.get("overlap", "skip")
+    if overlap == "wait" and not seen.wrote("wait_timeout"):
+        p.error(
+            keypos.get("overlap", pos),
+            f"{what}: 'overlap: wait' needs 'wait_timeout', how long a run may wait for the lock (e.g. wait_timeout: 10min)",
+        )
+    if overlap is not None and overlap != "wait" and "wait_timeout" in keypos:
+        p.error(
+            keypos["wait_timeout"],
+            f"{what}: 'wait_timeout' only applies to 'overlap: wait' (overlap is '{overlap}'); remove it or set 'overlap: wait'",
+        )
     sched: Schedule | None = v.get("schedule")
     tz = v.pop("timezone", None)
     if sched is not None and tz is not None:
         if sched.kind != "calendar":
-            p.error(keypos["timezone"], f"{what}: 'timezone' only applies to calendar schedules")
+            p.error(keypos["timezone"], f"{what}: 'timezone' only applies to calendar schedules (this schedule is '{sched.kind}')")
         elif sched.has_timezone:
-            p.error(keypos["timezone"], f"{what}: the calendar expression already names a time zone")
+            p.error(keypos["timezone"], f"{what}: the calendar expression already names a time zone; remove one of them")
         else:
             v["schedule"] = Schedule("calendar", calendar=f"{sched.calendar} {tz}", has_timezone=True)
     if sched is not None and sched.kind != "calendar":
         for key in ("persistent", "randomized_offset", "fixed_random_delay"):
             if key in keypos:
                 # systemd.timer(5): Persistent= and RandomizedOffsetSec= only act on OnCalendar=.
-                p.error(keypos[key], f"{what}: '{key}' only applies to calendar schedules")
-    if v.get("fixed_random_delay") and "randomized_delay_usec" not in v:
-        p.error(keypos["fixed_random_delay"], f"{what}: 'fixed_random_delay' needs 'randomized_delay'")
-    v["lock"] = _job_lock(what, name, overlap, v.get("lock"), keypos, pos, p)
-    if any(d.severity == ERROR and d.message.startswith(what + ":") for d in p.items) or "command" not in v:
-        return None
-    if "schedule" not in v:
-        return None
+                p.error(
+                    keypos[key],
+                    f"{what}: '{key}' only applies to calendar schedules (this schedule is '{sched.kind}'); "
+                    "remove it or use a calendar expression",
+                )
+    if v.get("fixed_random_delay") and not seen.wrote("randomized_delay"):
+        p.error(keypos["fixed_random_delay"], f"{what}: 'fixed_random_delay' needs 'randomized_delay' (the delay it fixes)")
+    v["lock"] = _job_lock(what, name, overlap, v.get("lock"), seen, pos, p)
     return Job(name=name, pos=pos, keypos=keypos, **v)
 
 
-def _job_lock(what: str, job: str, overlap: str, spec: LockSpec | None, keypos, pos: Pos, p: _Problems) -> Lock | None:
+def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, seen: _Seen, pos: Pos, p: _Problems) -> Lock | None:
     if overlap == "allow":
-        if spec is not None:
-            p.error(keypos["lock"], f"{what}: 'lock' has no effect with 'overlap: allow' (runs may overlap by choice)")
+        if "lock" in seen.keypos:
+            p.error(
+                seen.keypos["lock"],
+                f"{what}: 'lock' has no effect with 'overlap: allow' (runs may overlap by choice); "
+                "remove 'lock' or choose 'overlap: skip' or 'overlap: wait'",
+            )
+        return None
+    if "lock" in seen.failed:
         return None
     spec = spec or LockSpec()
     scope = spec.scope or "host"
     kp = dict(spec.keypos)
-    at = spec.pos or keypos.get("lock", pos)
+    at = spec.pos or seen.keypos.get("lock", pos)
     if scope == "unit" and overlap == "wait":
         p.error(kp.get("scope", at), f"{what}: 'lock.scope: unit' cannot wait; use scope host or cluster with 'overlap: wait'")
     if scope != "cluster":
@@ -456,12 +587,18 @@ def _job_lock(what: str, job: str, overlap: str, spec: LockSpec | None, keypos, 
             if getattr(spec, _LOCK_FIELDS.get(key, key)) is not None:
                 p.error(kp[key], f"{what}: 'lock.{key}' only applies to 'scope: cluster' (scope is '{scope}')")
     name = spec.name or job
+    allowed = "_.:@-/" if scope == "cluster" else "_.:@-"
     pattern = names.CLUSTER_LOCK_NAME if scope == "cluster" else names.LOCK_NAME
-    if not pattern.fullmatch(name):
-        p.error(kp.get("name", at), f"{what}: 'lock.name': '{name}' may only contain letters, digits and '_.:@-'" + ("/" if scope == "cluster" else ""))
+    # Without lock.name the job's name is used, already checked as a unit name (a subset).
+    if spec.name is not None and not pattern.fullmatch(name):
+        p.error(
+            kp.get("name", at),
+            f"{what}: 'lock.name': '{name}' may only contain letters, digits and '{allowed}', "
+            "starting with a letter, digit or '_'",
+        )
     if scope == "cluster":
         if spec.backend is None:
-            p.error(at, f"{what}: 'scope: cluster' needs 'lock.backend' (redis://, mariadb://, mysql:// or postgresql:// URL)")
+            p.error(at, f"{what}: 'scope: cluster' needs 'lock.backend', the lock server's URL ({_SCHEME_LIST})")
         elif problem := _backend_problem(spec.backend):
             p.error(kp["backend"], f"{what}: 'lock.backend': {problem}")
         if spec.name is None:
@@ -470,44 +607,71 @@ def _job_lock(what: str, job: str, overlap: str, spec: LockSpec | None, keypos, 
 
 
 _BACKEND_SCHEMES = ("redis", "rediss", "mariadb", "mysql", "postgresql", "postgres")
+_SCHEME_LIST = ", ".join(s + "://" for s in _BACKEND_SCHEMES)
+_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
 
 
 def _backend_problem(url: str) -> str | None:
-    from urllib.parse import urlsplit
-
-    parts = urlsplit(url)
-    if parts.scheme not in _BACKEND_SCHEMES:
-        return f"unsupported scheme '{parts.scheme}'; allowed: " + ", ".join(s + "://" for s in _BACKEND_SCHEMES)
-    password = parts.password or ""
+    """What `jobgen lock` (backends.parse_url) would refuse at run time, found now.
+    Messages never repeat the URL: it may hold a password."""
+    try:
+        parts = urlsplit(url)
+    except ValueError as exc:
+        return f"not a valid URL ({exc}); expected e.g. redis://redis.internal:6379/0"
+    if parts.scheme.lower() not in _BACKEND_SCHEMES:
+        return f"unsupported scheme '{parts.scheme}'; allowed: {_SCHEME_LIST}"
+    if not parts.hostname:
+        return f"the URL names no host; expected e.g. {parts.scheme}://db.internal/"
+    hostport = parts.netloc.rpartition("@")[2]
+    port = (hostport.partition("]")[2] if hostport.startswith("[") else hostport).partition(":")[2]
+    if port and not (port.isdigit() or _VARIABLE.fullmatch(port)):
+        return f"the port '{port}' is not a number"
     # Unit files are world-readable (/etc/systemd/system is 0755): a password in the URL
     # would be readable by every local user. It must come from the environment at run
     # time (${VAR}, expanded by the lock holder, not by systemd) or a password file.
-    if password and not (password.startswith("${") and password.endswith("}")):
-        return "a literal password would be written into a world-readable unit; use ${VARIABLE} (from environment_file) or lock.password_file"
+    # PostgreSQL also takes one from the query (libpq's password=).
+    secrets = [parts.password or ""] + [v for k, v in parse_qsl(parts.query) if k.lower() == "password"]
+    if any(s and not _VARIABLE.fullmatch(s) for s in secrets):
+        return (
+            "a literal password would be written into a world-readable unit; "
+            "write ${VARIABLE} (set in environment_file) in its place, or use lock.password_file"
+        )
     return None
 
 
-def _worker_rules(name: str, v: dict[str, Any], keypos: dict[str, Pos], pos: Pos, p: _Problems) -> Worker | None:
+def _worker_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Problems) -> Worker:
     what = f"worker '{name}'"
-    for key in REQUIRED_WORKER_KEYS:
-        if WORKER_KEYS[key].field not in v:
-            hint = " (how long the worker may take to finish its current job after SIGTERM)" if key == "stop_timeout" else ""
-            p.error(pos, f"{what}: missing required key '{key}'{hint}")
-    if "watchdog_usec" in v and v.get("type") != "notify":
+    keypos = seen.keypos
+    _required(what, REQUIRED_WORKER_KEYS, seen, pos, p)
+    if "watchdog" in keypos and v.get("type") != "notify" and "type" not in seen.failed:
         p.error(keypos["watchdog"], f"{what}: 'watchdog' needs 'type: notify' (the worker must send WATCHDOG=1 via sd_notify)")
     stop = v.get("stop_timeout_usec")
-    if stop and v.get("max_job_time_usec", 0) > stop:
-        p.warning(keypos["stop_timeout"], f"{what}: 'stop_timeout' is shorter than 'max_job_time': a job in progress at stop will be killed")
-    if stop and v.get("recycle_after_usec") is not None and v["recycle_after_usec"] < stop:
-        p.warning(keypos["recycle_after"], f"{what}: 'recycle_after' is shorter than 'stop_timeout'")
-    if v.get("restart") == "always" and "start_limit_burst" not in v:
-        p.warning(keypos["restart"], f"{what}: 'restart: always' without 'start_limit_burst'/'start_limit_interval' restarts a crashing worker forever")
-    if ("restart_steps" in v) != ("restart_max_delay_usec" in v):
+    longest = v.get("max_job_time_usec")
+    if stop and longest and longest > stop:
+        p.warning(
+            keypos["stop_timeout"],
+            f"{what}: 'stop_timeout' ({_span_text(stop)}) is shorter than 'max_job_time' ({_span_text(longest)}): "
+            f"a job in progress at stop is killed after {_span_text(stop)}; make stop_timeout at least {_span_text(longest)}",
+        )
+    recycle = v.get("recycle_after_usec")
+    if stop and recycle is not None and recycle < stop:
+        p.warning(
+            keypos["recycle_after"],
+            f"{what}: 'recycle_after' ({_span_text(recycle)}) is shorter than 'stop_timeout' ({_span_text(stop)}): "
+            "the worker may spend longer stopping than working; recycle_after is meant for hours (e.g. 6h)",
+        )
+    if v.get("restart") == "always" and not (seen.wrote("start_limit_burst") or seen.wrote("start_limit_interval")):
+        # systemd-system.conf(5): DefaultStartLimitBurst=5 in DefaultStartLimitIntervalSec=10s;
+        # restarts slower than 2s apart never reach it.
+        p.warning(
+            keypos["restart"],
+            f"{what}: 'restart: always' without 'start_limit_burst' or 'start_limit_interval': a worker that keeps "
+            "crashing is restarted forever once its restarts are more than 2s apart (systemd's default limit is 5 starts in 10s)",
+        )
+    if seen.wrote("restart_steps") != seen.wrote("restart_max_delay"):
         # systemd.service(5): RestartSteps= without RestartMaxDelaySec= (or the reverse) is ignored.
-        key = "restart_steps" if "restart_steps" in v else "restart_max_delay"
-        p.error(keypos[key], f"{what}: 'restart_steps' and 'restart_max_delay' go together")
-    if any(d.severity == ERROR and d.message.startswith(what + ":") for d in p.items) or not all(WORKER_KEYS[k].field in v for k in REQUIRED_WORKER_KEYS):
-        return None
+        key, other = ("restart_steps", "restart_max_delay") if "restart_steps" in keypos else ("restart_max_delay", "restart_steps")
+        p.error(keypos[key], f"{what}: '{key}' needs '{other}' (systemd ignores one without the other)")
     return Worker(name=name, pos=pos, keypos=keypos, **v)
 
 
@@ -516,27 +680,34 @@ def _section(root: Map, key: str, p: _Problems) -> Map | None:
     if node is None or (isinstance(node, Scalar) and node.is_null):
         return None
     if not isinstance(node, Map):
-        p.error(node.pos, f"'{key}' must be a mapping, got {_kind(node)}")
+        p.error(node.pos, f"'{key}' must be a mapping, got {_kind(node)} (e.g. {SECTION_SHAPES[key]})")
         return None
     return node
 
 
-def _units(kind: str, section: Map | None, defaults: Map | None, table, rules, p: _Problems, taken: dict[str, Pos]):
+def _units(kind: str, section: Map | None, defaults: Map | None, table, rules, p: _Problems, taken: dict[str, tuple[str, Pos]]):
     out = []
     for key, body in section.items if section else ():
         what = f"{kind} '{key.value}'"
+        errors_before = p.error_count()
         if problem := names.job_name_problem(key.value):
             p.error(key.pos, f"{what}: {problem}")
-            continue
-        if key.value in taken:
-            p.error(key.pos, f"{what}: the name is already used at line {taken[key.value].line} (unit names must be unique)")
-            continue
-        taken[key.value] = key.pos
+        elif key.value in taken:
+            other, at = taken[key.value]
+            p.error(
+                key.pos,
+                f"{what}: the name is already used by {other} '{key.value}' at line {at.line}; "
+                "jobs and workers share one namespace of unit names, rename one",
+            )
+        else:
+            taken[key.value] = (kind, key.pos)
         if not isinstance(body, Map):
             p.error(body.pos, f"{what}: expected a mapping of keys, got {_kind(body)}")
             continue
-        values, keypos = _convert_keys(what, _entries_with_defaults(body, defaults, table), table, p)
-        if unit := rules(key.value, values, keypos, key.pos, p):
+        # The body is checked even under a bad name: every problem in one run.
+        values, seen = _convert_keys(what, _entries_with_defaults(body, defaults, table), table, p)
+        unit = rules(key.value, values, seen, key.pos, p)
+        if p.error_count() == errors_before and not seen.failed:
             out.append(unit)
     return tuple(sorted(out, key=lambda u: u.name))
 
@@ -545,10 +716,12 @@ def validate(tree: Node, path: str, target_override: Target | None = None) -> tu
     """Return the model and its warnings, or raise ManifestError with every error."""
     p = _Problems()
     if not isinstance(tree, Map):
-        raise ManifestError([Diagnostic(tree.pos, ERROR, f"the manifest must be a mapping, got {_kind(tree)}")])
+        raise ManifestError(
+            [Diagnostic(tree.pos, ERROR, f"the manifest must be a mapping with jobgen: {MANIFEST_VERSION} and jobs:, got {_kind(tree)}")]
+        )
     for key, _ in tree.items:
         if key.value not in TOP_LEVEL_KEYS:
-            p.error(key.pos, f"unknown top-level key '{key.value}'{_did_you_mean(key.value, TOP_LEVEL_KEYS)}; allowed: " + ", ".join(TOP_LEVEL_KEYS))
+            p.error(key.pos, f"unknown top-level key '{key.value}'{_hint(key.value, TOP_LEVEL_KEYS)}")
     version = tree.get("jobgen")
     if version is None:
         p.error(tree.pos, f"missing 'jobgen: {MANIFEST_VERSION}' (the manifest format version)")
@@ -557,14 +730,12 @@ def validate(tree: Node, path: str, target_override: Target | None = None) -> tu
     target, target_pos = _target(tree, p)
     defaults = _section(tree, "defaults", p)
     if defaults:
-        for key, _ in defaults.items:
-            if key.value not in JOB_KEYS and key.value not in WORKER_KEYS:
-                p.error(key.pos, f"defaults: unknown key '{key.value}'{_did_you_mean(key.value, JOB_KEYS | WORKER_KEYS)}")
-    taken: dict[str, Pos] = {}
+        _check_defaults(defaults, p)
+    taken: dict[str, tuple[str, Pos]] = {}
     jobs = _units("job", _section(tree, "jobs", p), defaults, JOB_KEYS, _job_rules, p, taken)
     workers = _units("worker", _section(tree, "workers", p), defaults, WORKER_KEYS, _worker_rules, p, taken)
     if not jobs and not workers and not p.items:
-        p.error(tree.pos, "the manifest defines no jobs and no workers")
+        p.error(tree.pos, "the manifest defines no jobs and no workers (add a 'jobs:' or 'workers:' section)")
     diags = sorted(p.items)
     if any(d.severity == ERROR for d in diags):
         raise ManifestError(diags)
@@ -578,12 +749,21 @@ def _target(tree: Map, p: _Problems) -> tuple[Target | None, Pos | None]:
         return None, None
     for key, _ in section.items:
         if key.value != "systemd":
-            p.error(key.pos, f"target: unknown key '{key.value}'; allowed: systemd")
+            p.error(key.pos, f"target: unknown key '{key.value}'{_hint(key.value, ('systemd',))}")
     node = section.get("systemd")
     if node is None:
         return None, None
     try:
-        return parse_target(_scalar(node, "a systemd version such as 252 or '>=252'")), node.pos
+        target = parse_target(_scalar(node, "a systemd version such as 252 or '>=252'"))
     except (Invalid, ValueError) as exc:
         p.error(node.pos, f"target: 'systemd': {getattr(exc, 'message', exc)}")
         return None, None
+    if target.min > LAST_RELEASE:
+        # Nothing is known past the directive table: a release that does not exist yet is
+        # more likely a typo (300 for 250) than a plan.
+        p.warning(
+            node.pos,
+            f"target: 'systemd': '{node.value}' starts after systemd {LAST_RELEASE}, the newest release jobgen knows; "
+            "its version checks assume nothing changed since",
+        )
+    return target, node.pos
