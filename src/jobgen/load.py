@@ -125,7 +125,10 @@ def _convert(node: yaml.Node, file: str, diags: list[Diagnostic], active: set[in
     pos = _pos(file, node.start_mark)
     # BaseLoader gives untagged nodes their default tag; anything else was written by the user.
     if node.tag not in _PLAIN_TAGS:
-        diags.append(Diagnostic(pos, ERROR, f"YAML tags are not supported here ({node.tag})"))
+        tag = "!!" + node.tag.removeprefix("tag:yaml.org,2002:") if node.tag.startswith("tag:yaml.org,2002:") else node.tag
+        diags.append(
+            Diagnostic(pos, ERROR, f"YAML tags are not supported here; remove '{tag}' (jobgen reads every value as written and checks it itself)")
+        )
     if isinstance(node, yaml.ScalarNode):
         is_null = node.style is None and node.value in _NULLS
         return Scalar(node.value, pos, is_null)
@@ -143,7 +146,7 @@ def _convert(node: yaml.Node, file: str, diags: list[Diagnostic], active: set[in
             diags.append(Diagnostic(key.pos, ERROR, "a mapping key must be a plain string"))
             continue
         if key.value == "<<" and knode.style is None:
-            diags.append(Diagnostic(key.pos, ERROR, "YAML merge keys ('<<') are not supported; use 'defaults:'"))
+            diags.append(Diagnostic(key.pos, ERROR, "YAML merge keys ('<<') are not supported; put keys shared by jobs under 'defaults:'"))
             continue
         if key.value in seen:
             first = seen[key.value].pos

@@ -168,7 +168,10 @@ def argv(node: Node) -> tuple[str, ...]:
     if isinstance(node, Seq):
         words = []
         for item in node.items:
-            if not isinstance(item, Scalar) or item.is_null:
+            if isinstance(item, Scalar) and item.is_null:
+                shown = f"'{item.value}'" if item.value else "an empty item"
+                raise Invalid(f"{shown} is YAML null, not an argument; quote it (\"{item.value}\") to pass the text", item.pos)
+            if not isinstance(item, Scalar):
                 raise Invalid(f"every command argument must be a string, got {_kind(item)}", item.pos)
             if "\x00" in item.value:
                 raise Invalid("a command argument cannot contain a NUL byte", item.pos)
@@ -206,6 +209,9 @@ def environment(node: Node) -> tuple[tuple[str, str], ...]:
             )
         if not isinstance(value, Scalar):
             raise Invalid(f"the value of {key.value} must be a string, got {_kind(value)}", value.pos)
+        if value.is_null:
+            # 'NAME:' or 'NAME: ~' is YAML's null, not a value: say which one was meant.
+            raise Invalid(f"{key.value} has no value (YAML null); write {key.value}: '' for an empty one", key.pos)
         if problem := control_problem(value.value):
             raise Invalid(f"the value of {key.value} {problem}", value.pos)
         pairs.append((key.value, value.value))

@@ -1,0 +1,121 @@
+"""YAML 1.1 coercions do not happen: a value reaches the unit as the text the user wrote.
+
+PyYAML's default loader would turn `12:30` into 750 (base-60), `yes` into True, `0755`
+into 493 (octal), `3.10` into 3.1 and `~` into None. jobgen loads every scalar as text
+(load.py) and lets the schema decide; these tests render real manifests and look at the
+bytes of the units, so a loader change that brought coercion back would show here.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from jobgen import load, pipeline
+
+MANIFEST = """\
+jobgen: 1
+target: {systemd: ">=252"}
+jobs:
+  perms:
+    description: 0x1F 1e3 .inf
+    command: [/usr/bin/chmod, 0755, /srv/app/storage]
+    schedule: 12:30
+    user: yes
+    group: no
+    memory_max: 0755
+    persistent: on
+    environment:
+      FLAG: off
+      MODE: 0644
+      VERSION: 3.10
+      WHEN: 2001-12-14
+      BIG: 1_000
+"""
+
+
+def _render(text: str, tmp_path: Path) -> dict[str, str]:
+    result = pipeline.build(str(tmp_path / "coerce.yaml"), text=text)
+    return {name: data.decode("utf-8") for name, data in result.files.items()}
+
+
+def _lines(unit: str) -> set[str]:
+    return set(unit.splitlines())
+
+
+@pytest.fixture
+def units(tmp_path: Path) -> dict[str, str]:
+    return _render(MANIFEST, tmp_path)
+
+
+# (unit file, the line as the user wrote the value, what YAML 1.1 would have made of it)
+AS_WRITTEN = [
+    ("perms.timer", "OnCalendar=*-*-* 12:30:00", "OnCalendar=750"),  # base-60 12:30 == 750
+    ("perms.service", "User=yes", "User=True"),
+    ("perms.service", "Group=no", "Group=False"),
+    ("perms.service", "MemoryMax=0755", "MemoryMax=493"),  # octal
+    ("perms.service", "Description=0x1F 1e3 .inf", None),
+    ("perms.service", 'Environment="FLAG=off"', 'Environment="FLAG=False"'),
+    ("perms.service", 'Environment="MODE=0644"', 'Environment="MODE=420"'),
+    ("perms.service", 'Environment="VERSION=3.10"', 'Environment="VERSION=3.1"'),
+    ("perms.service", 'Environment="WHEN=2001-12-14"', None),
+    ("perms.service", 'Environment="BIG=1_000"', 'Environment="BIG=1000"'),
+    ("perms.timer", "Persistent=yes", None),  # 'on' is a boolean key's true: converted by the schema
+]
+
+
+@pytest.mark.parametrize("unit,written,coerced", AS_WRITTEN, ids=[w for _, w, _ in AS_WRITTEN])
+def test_value_reaches_the_unit_as_written(units: dict[str, str], unit: str, written: str, coerced: str | None) -> None:
+    assert written in _lines(units[unit])
+    if coerced:
+        assert coerced not in units[unit]
+
+
+def test_command_arguments_stay_text(units: dict[str, str]) -> None:
+    start = next(line for line in units["perms.service"].splitlines() if line.startswith("ExecStart="))
+    # The host lock wraps the job's argv; the argv itself ends the line unchanged.
+    assert start.endswith(" /usr/bin/chmod 0755 /srv/app/storage")
+
+
+def test_quoting_every_scalar_changes_no_byte(tmp_path: Path) -> None:
+    """Unquoted and quoted spellings are the same manifest: proof that nothing was coerced."""
+    quoted = MANIFEST
+    for plain in ("0x1F 1e3 .inf", "0755", "12:30", "yes", "no", "on", "off", "0644", "3.10", "2001-12-14", "1_000"):
+        quoted = quoted.replace(f": {plain}\n", f": '{plain}'\n").replace(f" {plain},", f" '{plain}',")
+    assert quoted.count("'") >= 20  # every value above was quoted
+    assert _render(quoted, tmp_path) == _render(MANIFEST, tmp_path)
+
+
+@pytest.mark.parametrize(
+    "text,value",
+    [
+        ("v: 12:30", "12:30"),
+        ("v: 1:30:00", "1:30:00"),
+        ("v: yes", "yes"),
+        ("v: No", "No"),
+        ("v: 0755", "0755"),
+        ("v: 0o17", "0o17"),
+        ("v: 1e3", "1e3"),
+        ("v: .NaN", ".NaN"),
+        ("v: 2001-12-14t21:59:43.10-05:00", "2001-12-14t21:59:43.10-05:00"),
+    ],
+)
+def test_loader_keeps_the_text(text: str, value: str) -> None:
+    tree = load.load_text(text + "\n", "t.yaml")
+    node = tree.get("v")
+    assert isinstance(node, load.Scalar) and node.value == value and not node.is_null
+
+
+@pytest.mark.parametrize("text,is_null", [("v:", True), ("v: ~", True), ("v: null", True), ("v: ''", False), ('v: "~"', False)])
+def test_only_unquoted_null_spellings_are_null(text: str, is_null: bool) -> None:
+    node = load.load_text(text + "\n", "t.yaml").get("v")
+    assert isinstance(node, load.Scalar) and node.is_null is is_null
+
+
+def test_positions_point_at_keys_and_values() -> None:
+    tree = load.load_text("jobs:\n  backup:\n    timeout: 5x\n", "m.yaml")
+    job = tree.get("jobs").get("backup")
+    key = job.keys["timeout"]
+    assert (key.pos.line, key.pos.col) == (3, 5)
+    assert (job.get("timeout").pos.line, job.get("timeout").pos.col) == (3, 14)
