@@ -203,7 +203,8 @@ class Scenario:
 
     def journal(self, *units: str) -> list[dict]:
         units = units or tuple(self.units)
-        return self.container.unit_journal(*units)
+        jobs = {u.rsplit(".", 1)[0] for u in units if u.endswith(".service")}
+        return self.container.unit_journal(*units, extra=tuple(f"JOBGEN_JOB={j}" for j in sorted(jobs)))
 
     def journal_text(self, *units: str) -> str:
         entries = self.journal(*units)
@@ -235,18 +236,33 @@ class Scenario:
 
     def runs(self, unit: str) -> list[Run]:
         """Activations of `unit`, from the manager's and the processes' journal lines grouped
-        by invocation ID; start = first line, end = the manager's final line (None if running)."""
+        by invocation ID; start = first line, end = the manager's final line (None if running).
+
+        The reporter's line is matched by JOBGEN_JOB too: journald learns a sender's unit and
+        invocation from its cgroup, and loses that race when the sender (`logger`) has already
+        exited. Such a line is placed in the activation whose time window holds it.
+        """
+        job = unit.rsplit(".", 1)[0]
         by_id: dict[str, Run] = {}
-        for e in self.container.unit_journal(unit):
+        unplaced = []
+        for e in self.container.unit_journal(unit, extra=(f"JOBGEN_JOB={job}",)):
+            t = int(e["__REALTIME_TIMESTAMP"]) / 1e6
             inv = e.get("INVOCATION_ID") or e.get("_SYSTEMD_INVOCATION_ID")
             if not inv:
+                unplaced.append((t, e))
                 continue
-            t = int(e["__REALTIME_TIMESTAMP"]) / 1e6
             run = by_id.setdefault(inv, Run(inv, t, None))
             run.entries.append(e)
             if e.get("UNIT") == unit and _is_final(e.get("MESSAGE", "")):
                 run.end = t
-        return sorted(by_id.values(), key=lambda r: r.start)
+        runs = sorted(by_id.values(), key=lambda r: r.start)
+        for t, e in unplaced:
+            for run in runs:
+                if run.start <= t and (run.end is None or t <= run.end):
+                    run.entries.append(e)
+                    run.entries.sort(key=lambda x: int(x["__REALTIME_TIMESTAMP"]))
+                    break
+        return runs
 
     def unit_result(self, run: Run) -> str | None:
         """'success' or the failure result systemd logged for this activation."""
@@ -260,11 +276,13 @@ class Scenario:
 
 def _is_final(message: str) -> bool:
     # systemd >= 248 logs "Deactivated successfully." or "Failed with result '...'." when the
-    # unit has gone inactive/failed; "Finished"/"Failed to start" are the job-end lines.
+    # unit has gone inactive/failed; "Finished"/"Failed to start" are the job-end lines; an
+    # ExecCondition= (243) that says no ends with "Skipped due to 'exec-condition'".
     return (
         "Deactivated successfully" in message
         or "Failed with result" in message
-        or message.startswith(("Finished ", "Failed to start ", "Stopped "))
+        or "Skipped due to" in message
+        or message.startswith(("Finished ", "Failed to start ", "Stopped ", "Condition check resulted in "))
     )
 
 

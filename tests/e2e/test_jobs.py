@@ -20,7 +20,7 @@ pytestmark = pytest.mark.e2e
 def manifest(jobs: str) -> str:
     """A v1 manifest holding `jobs` (YAML, any indentation). Jobs run as root in the container.
 
-    Timers here fire every 2-3 s and say `accuracy: 1ms`: systemd's default AccuracySec=1min
+    Timers here fire every 3 s and say `accuracy: 1ms`: systemd's default AccuracySec=1min
     would let them fire up to a minute late (systemd.timer(5))."""
     return 'jobgen: 1\ntarget: {systemd: ">=252"}\njobs:\n' + textwrap.indent(textwrap.dedent(jobs).strip(), "  ") + "\n"
 
@@ -43,7 +43,7 @@ def test_timer_fires_and_the_outcome_is_reported(scenario):
         manifest("""
         e2e-fires:
           command: [/bin/echo, fired by the timer]
-          schedule: "*:*:0/2"
+          schedule: "*:*:0/3"
           accuracy: 1ms
         """)
     )
@@ -65,21 +65,25 @@ def test_runs_never_overlap_when_the_job_outlasts_its_interval(scenario):
         manifest("""
         e2e-no-overlap:
           command: [/bin/sh, -c, "echo begin; sleep 4; echo end"]
-          schedule: "*:*:0/2"
+          schedule: "*:*:0/3"
           accuracy: 1ms
         """)
     )
     scenario.container.systemctl("start", "e2e-no-overlap.timer")
-    scenario.wait_outcomes("e2e-no-overlap", 3, timeout=40)
+    scenario.wait_for(
+        lambda: [r for r in job_runs(scenario, "e2e-no-overlap.service") if r.end],
+        lambda finished: len(finished) >= 2,
+        40,
+        "two finished runs",
+    )
     scenario.stop("e2e-no-overlap.timer")
 
     runs = scenario.runs("e2e-no-overlap.service")  # every activation, whatever it did
     windows = [(r.start, r.end if r.end is not None else float("inf")) for r in runs]
     overlapping = [(a, b) for a, b in zip(windows, windows[1:]) if b[0] < a[1]]
     explain = scenario.journal_text()
-    assert len(runs) >= 3, explain
     assert overlapping == [], explain
-    for run in job_runs(scenario, "e2e-no-overlap.service")[:3]:
+    for run in job_runs(scenario, "e2e-no-overlap.service")[:2]:
         assert lines(run, "begin") == ["begin"] and lines(run, "end") == ["end"], format_journal(run.entries)
 
 
@@ -197,7 +201,7 @@ def test_kill_9_of_the_job_frees_the_lock_and_the_next_run_proceeds(scenario):
         e2e-kill:
           # first run: hangs; later runs: finish at once
           command: [/bin/sh, -c, "if [ -e /run/e2e-kill.once ]; then echo second run; exit 0; fi; touch /run/e2e-kill.once; echo begin; sleep 60"]
-          schedule: "*:*:0/2"
+          schedule: "*:*:0/3"
           accuracy: 1ms
         """)
     )
@@ -224,9 +228,18 @@ def test_kill_9_of_the_job_frees_the_lock_and_the_next_run_proceeds(scenario):
         interval=0.05,
     )
     freed_after = time.monotonic() - killed_at
-    outcomes = scenario.wait_outcomes("e2e-kill", 2, timeout=15)
+    outcomes = scenario.wait_for(
+        lambda: [e["JOBGEN_OUTCOME"] for e in scenario.outcomes("e2e-kill")],
+        lambda found: "success" in found,
+        20,
+        "a successful run after the kill",
+    )
     scenario.stop("e2e-kill.timer")
-    assert outcomes[:2] == ["failed", "success"], scenario.journal_text()
+    # The killed run failed; the next run that starts the job succeeds. In between, only
+    # catch-up activations skipped by design (overrun handling) may appear.
+    explain = scenario.journal_text()
+    assert outcomes[0] == "failed" and outcomes[-1] == "success", explain
+    assert set(outcomes[1:-1]) <= {"skipped"}, explain
     second = [r for r in scenario.runs("e2e-kill.service") if r.outcome == "success"][0]
     assert "second run" in second.messages(), format_journal(second.entries)
     print(f"systemd {scenario.release}: lock free {freed_after:.2f}s after kill -9")
@@ -235,15 +248,10 @@ def test_kill_9_of_the_job_frees_the_lock_and_the_next_run_proceeds(scenario):
 # 6 ------------------------------------------------------------------------------------------
 
 
-def test_overrun_waits_for_the_next_slot(scenario, request):
-    if scenario.release == "252":
-        request.applymarker(
-            pytest.mark.xfail(
-                reason="systemd 252 has no DeferReactivation= (257): an elapse during a run restarts "
-                "the job right after it ends; jobgen's choice for 252 (emulate or refuse) is pending",
-                strict=True,
-            )
-        )
+def test_overrun_waits_for_the_next_slot(scenario):
+    # 257: DeferReactivation=yes. 252 has no such key: jobgen emulates it (an ExecCondition=
+    # that skips an activation starting right after the previous run ended). Without either,
+    # 252 starts the job again the moment an overrunning run ends (back to back).
     scenario.deploy(
         manifest("""
         e2e-overrun:
@@ -253,7 +261,12 @@ def test_overrun_waits_for_the_next_slot(scenario, request):
         """)
     )
     scenario.container.systemctl("start", "e2e-overrun.timer")
-    scenario.wait_outcomes("e2e-overrun", 3, timeout=45)
+    scenario.wait_for(
+        lambda: [r for r in job_runs(scenario, "e2e-overrun.service") if r.end],
+        lambda finished: len(finished) >= 3,
+        45,
+        "three finished runs",
+    )
     scenario.stop("e2e-overrun.timer")
 
     runs = [r for r in job_runs(scenario, "e2e-overrun.service") if r.end is not None][:3]
