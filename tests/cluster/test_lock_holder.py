@@ -1,0 +1,326 @@
+"""`jobgen lock` against real lock servers: each test states one behaviour of the holder,
+starts holders as real processes, and checks what the command did through files it wrote.
+
+Exit codes under test (src/jobgen/holder.py EXIT): the command's own status when it ran,
+75 conflict, 69 server unreachable, 77 authentication failed, 78 configuration error,
+76 lock lost mid-run, 64 usage.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import time
+from pathlib import Path
+
+import pytest
+
+from lockservers import PASSWORD_VAR, Server, holder_argv, holder_env
+
+pytestmark = pytest.mark.cluster
+
+TIMEOUT = 60  # no holder in these tests may take longer; a hang fails instead of blocking CI
+
+
+def holder(server: Server, name: str, *opts: str, command: list[str],
+           url: str | None = None) -> list[str]:
+    return holder_argv("--backend", url or server.url(), "--name", name, "--connect-timeout",
+                       "2", *opts, "--", *command)
+
+
+def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run(argv, env=env or holder_env(), capture_output=True, text=True,
+                          timeout=TIMEOUT)
+
+
+def spawn(argv: list[str], env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
+    return subprocess.Popen(argv, env=env or holder_env(), stdout=subprocess.DEVNULL,
+                            stderr=subprocess.PIPE, text=True, **kw)
+
+
+def recorder(log: Path, *, until: Path | None = None) -> list[str]:
+    """A command that appends `start`, waits (for `until` to exist, if given), appends `end`.
+    O_APPEND writes of one short line are atomic, so two concurrent runs show as two starts."""
+    wait = f'while [ ! -e "{until}" ]; do sleep 0.02; done; ' if until else ""
+    return ["sh", "-c", f'echo "start $$" >> "{log}"; {wait}echo "end $$" >> "{log}"']
+
+
+def lines(path: Path) -> list[str]:
+    return path.read_text().split() if path.exists() else []
+
+
+def wait_for(predicate, timeout: float = 20.0, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.02)
+
+
+def pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    # A zombie still answers kill(0); it has stopped running, which is what matters here.
+    try:
+        return Path(f"/proc/{pid}/stat").read_text().split()[2] != "Z"
+    except FileNotFoundError:
+        return False
+
+
+# --- exclusion ------------------------------------------------------------------------------
+
+ROUNDS = 3
+HOLDERS = 50
+
+
+def test_fifty_concurrent_holders_exactly_one_runs(server, lock_name, tmp_path):
+    """50 holders race for one name, 3 rounds: each round one command runs, 49 exit 75."""
+    for rnd in range(ROUNDS):
+        log, release = tmp_path / f"runs-{rnd}", tmp_path / f"release-{rnd}"
+        procs = [spawn(holder(server, lock_name, command=recorder(log, until=release)))
+                 for _ in range(HOLDERS)]
+        # The winner keeps the lock until every loser has given up (or a deadline passes,
+        # which would leave a second winner waiting here too and fail the counts below).
+        try:
+            wait_for(lambda: sum(p.poll() is not None for p in procs) >= HOLDERS - 1,
+                     timeout=45, what="49 holders to give up")
+        finally:
+            release.touch()
+        codes = sorted(p.wait(timeout=TIMEOUT) for p in procs)
+        stderr = [p.stderr.read() for p in procs]
+        assert codes == [0] + [75] * (HOLDERS - 1), stderr
+        assert len([x for x in lines(log) if x == "start"]) == 1, "double run"
+        assert sum("conflict" in e for e in stderr) == HOLDERS - 1
+
+
+def test_released_lock_is_free_for_the_next_holder(server, lock_name, tmp_path):
+    log = tmp_path / "runs"
+    for _ in range(3):
+        assert run(holder(server, lock_name, command=recorder(log))).returncode == 0
+    assert lines(log).count("start") == 3
+
+
+def test_command_status_is_the_holders_status(server, lock_name):
+    assert run(holder(server, lock_name, command=["sh", "-c", "exit 3"])).returncode == 3
+    assert run(holder(server, lock_name, command=["sh", "-c", "kill -TERM $$"])).returncode == 143
+
+
+def test_missing_command_exits_127_and_releases(server, lock_name, tmp_path):
+    res = run(holder(server, lock_name, command=[str(tmp_path / "no-such-program")]))
+    assert res.returncode == 127
+    assert "not-found" in res.stderr
+    assert run(holder(server, lock_name, command=["true"])).returncode == 0
+
+
+# --- holder death ---------------------------------------------------------------------------
+
+def test_sigkill_of_the_holder_kills_the_command_and_frees_the_lock(server, lock_name, tmp_path):
+    """SQL servers free the lock when the session ends; Redis when the lease (--ttl) runs out.
+    Either way the command does not outlive its holder (PR_SET_PDEATHSIG)."""
+    pidfile = tmp_path / "pid"
+    first = spawn(holder(server, lock_name, "--ttl", "2",
+                         command=["sh", "-c", f'echo $$ > "{pidfile}"; exec sleep 60']))
+    wait_for(lambda: pidfile.exists() and pidfile.read_text().strip(), what="command start")
+    command_pid = int(pidfile.read_text())
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=TIMEOUT)
+    wait_for(lambda: not pid_alive(command_pid), timeout=5, what="command to die with holder")
+
+    if not server.frees_on_session_end:
+        # Still held: nobody released it, the lease is what frees it.
+        assert run(holder(server, lock_name, command=["true"])).returncode == 75
+    log = tmp_path / "runs"
+    res = run(holder(server, lock_name, "--wait", "10", command=recorder(log)))
+    assert res.returncode == 0, res.stderr
+    assert lines(log).count("start") == 1
+
+
+# --- the lock server goes away --------------------------------------------------------------
+
+def test_server_down_before_start_command_never_runs(server, lock_name, tmp_path):
+    marker = tmp_path / "ran"
+    server.stop()
+    res = run(holder(server, lock_name, command=["touch", str(marker)]))
+    assert res.returncode == 69, res.stderr
+    assert "unreachable" in res.stderr
+    assert not marker.exists()
+
+
+def test_server_stopped_mid_run_stops_the_command_with_76(server, lock_name, tmp_path):
+    log = tmp_path / "events"
+    command = ["sh", "-c", f'trap \'kill $!; echo term >> "{log}"; exit 143\' TERM; '
+                           f'echo start >> "{log}"; sleep 60 2>/dev/null & wait']
+    proc = spawn(holder(server, lock_name, "--ttl", "3", "--grace", "5", command=command))
+    wait_for(lambda: "start" in lines(log), what="command start")
+    server.stop()
+    code = proc.wait(timeout=TIMEOUT)
+    stderr = proc.stderr.read()
+    assert code == 76, stderr
+    assert lines(log) == ["start", "term"]  # SIGTERM reached the command; it did not finish
+    expected_event = "connection-lost" if server.frees_on_session_end else "lease-lost"
+    assert expected_event in stderr
+
+
+def test_command_ignoring_sigterm_gets_sigkill_after_grace(redis_server, lock_name, tmp_path):
+    log = tmp_path / "events"
+    command = ["sh", "-c", f'trap "" TERM; echo start >> "{log}"; '
+                           f'while :; do sleep 0.1; done; echo end >> "{log}"']
+    proc = spawn(holder(redis_server, lock_name, "--ttl", "3", "--grace", "1", command=command))
+    wait_for(lambda: "start" in lines(log), what="command start")
+    redis_server.stop()
+    assert proc.wait(timeout=TIMEOUT) == 76
+    stderr = proc.stderr.read()
+    assert "killed" in stderr and "after --grace 1s" in stderr, stderr
+    assert lines(log) == ["start"]
+
+
+# --- Redis lease specifics ------------------------------------------------------------------
+
+def test_redis_lease_is_renewed_past_its_ttl(redis_server, lock_name, tmp_path):
+    """A command running 3 x --ttl keeps the lock all along: a rival is refused near the end."""
+    release = tmp_path / "release"
+    log = tmp_path / "runs"
+    proc = spawn(holder(redis_server, lock_name, "--ttl", "1",
+                        command=recorder(log, until=release)))
+    wait_for(lambda: "start" in lines(log), what="command start")
+    time.sleep(3)  # three lease lengths: without renewal the key would be gone
+    assert run(holder(redis_server, lock_name, command=["true"])).returncode == 75
+    release.touch()
+    assert proc.wait(timeout=TIMEOUT) == 0
+
+
+def test_redis_key_taken_over_is_a_lost_lease_and_not_deleted(redis_server, lock_name, tmp_path):
+    """If the key stops holding our token (expiry + another node, failover), renewal notices,
+    the command is stopped, and the release leaves the other owner's key alone."""
+    log = tmp_path / "events"
+    command = ["sh", "-c", f'echo start >> "{log}"; exec sleep 60']
+    proc = spawn(holder(redis_server, lock_name, "--ttl", "1.5", command=command))
+    wait_for(lambda: "start" in lines(log), what="command start")
+    r = redis_server.client()
+    r.set(f"jobgen:{lock_name}", "another-node", px=60000)
+    assert proc.wait(timeout=TIMEOUT) == 76
+    assert "lease-lost" in proc.stderr.read()
+    assert r.get(f"jobgen:{lock_name}") == "another-node"
+
+
+def test_redis_fencing_token_increases_per_acquisition(redis_server, lock_name, tmp_path):
+    out = tmp_path / "tokens"
+    command = ["sh", "-c", f'echo "$JOBGEN_LOCK_TOKEN" >> "{out}"']
+    for _ in range(3):
+        assert run(holder(redis_server, lock_name, command=command)).returncode == 0
+    tokens = [int(t) for t in lines(out)]
+    assert tokens == sorted(set(tokens)) and len(tokens) == 3
+    assert tokens[1] == tokens[0] + 1
+
+
+# --- --wait ---------------------------------------------------------------------------------
+
+def test_wait_waits_for_the_holder_then_runs(server, lock_name, tmp_path):
+    log, release = tmp_path / "runs", tmp_path / "release"
+    first = spawn(holder(server, lock_name, command=recorder(log, until=release)))
+    wait_for(lambda: "start" in lines(log), what="first command start")
+    second = spawn(holder(server, lock_name, "--wait", "30", command=recorder(log)))
+    time.sleep(1)
+    assert second.poll() is None  # still waiting
+    release.touch()
+    assert first.wait(timeout=TIMEOUT) == 0
+    assert second.wait(timeout=TIMEOUT) == 0
+    # second started only after first ended
+    assert [x for x in lines(log) if x in ("start", "end")] == ["start", "end", "start", "end"]
+
+
+def test_wait_bound_exceeded_is_a_conflict(server, lock_name, tmp_path):
+    log, release = tmp_path / "runs", tmp_path / "release"
+    first = spawn(holder(server, lock_name, command=recorder(log, until=release)))
+    wait_for(lambda: "start" in lines(log), what="first command start")
+    marker = tmp_path / "second-ran"
+    res = run(holder(server, lock_name, "--wait", "1", command=["touch", str(marker)]))
+    release.touch()
+    assert first.wait(timeout=TIMEOUT) == 0
+    assert res.returncode == 75
+    assert "--wait 1s ran out" in res.stderr
+    assert not marker.exists()
+
+
+# --- signals --------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])
+def test_signal_to_holder_is_forwarded_and_lock_released(redis_server, lock_name, tmp_path, sig):
+    log = tmp_path / "events"
+    command = ["sh", "-c", f'trap \'kill $!; echo got >> "{log}"; exit 7\' {sig.name[3:]}; '
+                           f'echo start >> "{log}"; sleep 60 2>/dev/null & wait']
+    # its own session: the signal reaches the holder only, as from `systemctl stop` with
+    # KillMode=mixed; the command sees it only because the holder forwards it
+    proc = spawn(holder(redis_server, lock_name, command=command), start_new_session=True)
+    wait_for(lambda: "start" in lines(log), what="command start")
+    proc.send_signal(sig)
+    assert proc.wait(timeout=TIMEOUT) == 7
+    assert lines(log) == ["start", "got"]
+    assert f"forwarded name={lock_name} signal={sig.name}" in proc.stderr.read()
+    assert run(holder(redis_server, lock_name, command=["true"])).returncode == 0
+
+
+# --- credentials and configuration ----------------------------------------------------------
+
+def test_bad_password_is_one_clear_line_and_exit_77(server, lock_name, tmp_path):
+    marker = tmp_path / "ran"
+    res = run(holder(server, lock_name, url=server.url(password="wrong"),
+                     command=["touch", str(marker)]))
+    assert res.returncode == 77
+    assert len(res.stderr.splitlines()) == 1, res.stderr
+    assert res.stderr.startswith(f"jobgen-lock[{lock_name}]: auth-failed ")
+    assert not marker.exists()
+
+
+def test_undefined_variable_in_url_is_a_config_error(server, lock_name, tmp_path):
+    marker = tmp_path / "ran"
+    env = holder_env()
+    del env[PASSWORD_VAR]
+    res = run(holder(server, lock_name, command=["touch", str(marker)]), env=env)
+    assert res.returncode == 78
+    assert f"${{{PASSWORD_VAR}}} is not set" in res.stderr
+    assert not marker.exists()
+
+
+def test_password_file_path_with_variable(server, lock_name, tmp_path):
+    """As with LoadCredential=: --password-file '${CREDENTIALS_DIRECTORY}/lockpw'."""
+    (tmp_path / "lockpw").write_text(holder_env()[PASSWORD_VAR] + "\n")
+    url = server.url(password="")  # no password in the URL at all
+    argv = holder(server, lock_name, "--password-file", "${CREDENTIALS_DIRECTORY}/lockpw",
+                  url=url, command=["true"])
+    res = run(argv, env=holder_env(CREDENTIALS_DIRECTORY=str(tmp_path)))
+    assert res.returncode == 0, res.stderr
+    res = run(argv, env=holder_env(CREDENTIALS_DIRECTORY=str(tmp_path / "missing")))
+    assert res.returncode == 78
+    assert "password file" in res.stderr
+
+
+# --- backend details that other tools rely on -----------------------------------------------
+
+def test_postgres_key_derivation_matches_the_documented_sql(postgres_server):
+    import psycopg
+
+    from jobgen.backends.postgres import advisory_key
+
+    sql = ("SELECT ('x' || left(encode(sha256(convert_to('jobgen:' || %s, 'UTF8')), 'hex'), 16))"
+           "::bit(64)::bigint")
+    with psycopg.connect(host="127.0.0.1", port=postgres_server.port, user="jobgen",
+                         password=holder_env()[PASSWORD_VAR], dbname="postgres") as conn:
+        for name in ["catalog-refresh", "billing/monthly", "ünïcode"]:
+            assert conn.execute(sql, (name,)).fetchone()[0] == advisory_key(name)
+
+
+def test_mariadb_long_names_are_hashed_within_64_chars(mariadb_server, tmp_path):
+    """Names past GET_LOCK's 64-character limit still lock, and still exclude each other."""
+    long_a = "app/" + "x" * 100 + "/a"
+    long_b = "app/" + "x" * 100 + "/b"
+    log, release = tmp_path / "runs", tmp_path / "release"
+    first = spawn(holder(mariadb_server, long_a, command=recorder(log, until=release)))
+    wait_for(lambda: "start" in lines(log), what="command start")
+    assert run(holder(mariadb_server, long_a, command=["true"])).returncode == 75
+    assert run(holder(mariadb_server, long_b, command=["true"])).returncode == 0
+    release.touch()
+    assert first.wait(timeout=TIMEOUT) == 0
