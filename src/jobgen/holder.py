@@ -131,14 +131,18 @@ def _parser() -> _Parser:
 
 def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     """Options before `--`, the command after it (the command's own options stay its own)."""
-    if "--" not in argv:
-        raise UsageError("missing `-- COMMAND [ARG...]`")
-    cut = argv.index("--")
+    cut = argv.index("--") if "--" in argv else len(argv)
     options, command = argv[:cut], argv[cut + 1:]
     try:
-        args = _parser().parse_args(options)
+        # Options first, so --help works without `--`; without `--`, a stray word is most
+        # likely the command, and "missing --" is the useful message.
+        args, _ = _parser().parse_known_args(options)
+        if cut < len(argv):
+            args = _parser().parse_args(options)
     except argparse.ArgumentError as e:
         raise UsageError(str(e)) from None
+    if cut == len(argv):
+        raise UsageError("missing `-- COMMAND [ARG...]`")
     if not command:
         raise UsageError("no command after `--`")
     return args, command
