@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import signal
 import subprocess
 import sys
 import tempfile
@@ -54,6 +55,11 @@ def e2e_host():
     if reason := missing_prerequisites(suites):
         pytest.skip(reason)
     reap_stale_containers()
+    # A CI runner stops a job with SIGTERM: make it unwind like Ctrl-C so every container is
+    # halted by its fixture (atexit in container.py covers what remains; a stale container of
+    # a pytest killed with SIGKILL is reaped by the next session, above).
+    if signal.getsignal(signal.SIGTERM) is signal.SIG_DFL:
+        signal.signal(signal.SIGTERM, signal.default_int_handler)
     started = time.monotonic()
     for suite, seconds in ensure_rootfs_all(suites).items():
         if seconds is not None:

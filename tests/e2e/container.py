@@ -292,13 +292,12 @@ def reap_stale_containers() -> list[str]:
 
 
 def _pid_alive(pid: int) -> bool:
+    """True while `pid` runs; a zombie (killed, not yet reaped by its parent) counts as gone."""
     try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
+        stat_line = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
         return False
-    except PermissionError:
-        return True
-    return True
+    return stat_line.rpartition(")")[2].split()[0] != "Z"
 
 
 def dev_null_intact() -> str | None:
