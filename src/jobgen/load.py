@@ -76,10 +76,13 @@ def load_text(text: str, file: str) -> Node:
         raise ManifestError(
             [Diagnostic(Pos(file, 1, 1), ERROR, "the manifest is empty (it needs at least 'jobgen: 1' and a 'jobs:' section)")]
         )
-    diags: list[Diagnostic] = []
-    tree = _convert(root, file, diags, set(), ())
-    if diags:
-        raise ManifestError(diags)
+    converter = _Converter(file)
+    try:
+        tree = converter.convert(root, frozenset(), ())
+    except _TooBig:
+        pass
+    if converter.diags:
+        raise ManifestError(converter.diags)
     return tree
 
 
@@ -121,45 +124,69 @@ def load_file(path: str) -> Node:
     return load_text(text, path)
 
 
-def _convert(node: yaml.Node, file: str, diags: list[Diagnostic], active: set[int], path: tuple[str, ...]) -> Node:
-    pos = _pos(file, node.start_mark)
-    # BaseLoader gives untagged nodes their default tag; anything else was written by the user.
-    if node.tag not in _PLAIN_TAGS:
-        tag = "!!" + node.tag.removeprefix("tag:yaml.org,2002:") if node.tag.startswith("tag:yaml.org,2002:") else node.tag
-        diags.append(
-            Diagnostic(pos, ERROR, f"YAML tags are not supported here; remove '{tag}' (jobgen reads every value as written and checks it itself)")
-        )
-    if isinstance(node, yaml.ScalarNode):
-        is_null = node.style is None and node.value in _NULLS
-        return Scalar(node.value, pos, is_null)
-    if id(node) in active:  # an alias that contains itself
-        diags.append(Diagnostic(pos, ERROR, "recursive YAML alias"))
-        return Scalar("", pos, True)
-    active = active | {id(node)}
-    if isinstance(node, yaml.SequenceNode):
-        return Seq(tuple(_convert(n, file, diags, active, path) for n in node.value), pos)
-    items: list[tuple[Scalar, Node]] = []
-    seen: dict[str, Scalar] = {}
-    for knode, vnode in node.value:
-        key = _convert(knode, file, diags, active, path)
-        if not isinstance(key, Scalar):
-            diags.append(Diagnostic(key.pos, ERROR, "a mapping key must be a plain string"))
-            continue
-        if key.value == "<<" and knode.style is None:
-            diags.append(Diagnostic(key.pos, ERROR, "YAML merge keys ('<<') are not supported; put keys shared by jobs under 'defaults:'"))
-            continue
-        if key.value in seen:
-            first = seen[key.value].pos
-            where = f" in '{'.'.join(path)}'" if path else ""
-            diags.append(
-                Diagnostic(
+# Aliases share nodes, so a few lines can stand for an exponential tree ("billion
+# laughs"): converting it would take minutes and gigabytes. No real manifest comes near.
+MAX_NODES = 100_000
+
+
+class _TooBig(Exception):
+    pass
+
+
+class _Converter:
+    """yaml.Node -> Node, collecting every problem; counts nodes against MAX_NODES."""
+
+    def __init__(self, file: str):
+        self.file = file
+        self.diags: list[Diagnostic] = []
+        self.nodes = 0
+
+    def error(self, pos: Pos, message: str) -> None:
+        self.diags.append(Diagnostic(pos, ERROR, message))
+
+    def convert(self, node: yaml.Node, active: frozenset[int], path: tuple[str, ...]) -> Node:
+        pos = _pos(self.file, node.start_mark)
+        self.nodes += 1
+        if self.nodes > MAX_NODES:
+            self.diags = [
+                Diagnostic(pos, ERROR, f"the manifest expands to more than {MAX_NODES} YAML nodes through aliases; write it out plainly")
+            ]
+            raise _TooBig
+        # BaseLoader gives untagged nodes their default tag; anything else was written by the user.
+        if node.tag not in _PLAIN_TAGS:
+            short = node.tag.removeprefix("tag:yaml.org,2002:")
+            tag = "!!" + short if short != node.tag else node.tag
+            self.error(pos, f"YAML tags are not supported here; remove '{tag}' (jobgen reads every value as written and checks it itself)")
+        if isinstance(node, yaml.ScalarNode):
+            is_null = node.style is None and node.value in _NULLS
+            return Scalar(node.value, pos, is_null)
+        if id(node) in active:  # an alias that contains itself
+            self.error(pos, "recursive YAML alias")
+            return Scalar("", pos, True)
+        active = active | {id(node)}
+        if isinstance(node, yaml.SequenceNode):
+            return Seq(tuple(self.convert(n, active, path) for n in node.value), pos)
+        return self._mapping(node, pos, active, path)
+
+    def _mapping(self, node: yaml.MappingNode, pos: Pos, active: frozenset[int], path: tuple[str, ...]) -> Map:
+        items: list[tuple[Scalar, Node]] = []
+        seen: dict[str, Scalar] = {}
+        for knode, vnode in node.value:
+            key = self.convert(knode, active, path)
+            if not isinstance(key, Scalar):
+                self.error(key.pos, "a mapping key must be a plain string")
+                continue
+            if key.value == "<<" and knode.style is None:
+                self.error(key.pos, "YAML merge keys ('<<') are not supported; put keys shared by jobs under 'defaults:'")
+                continue
+            if key.value in seen:
+                where = f" in '{'.'.join(path)}'" if path else ""
+                self.error(
                     key.pos,
-                    ERROR,
-                    f"duplicate key '{key.value}'{where} (first defined at line {first.line}); "
+                    f"duplicate key '{key.value}'{where} (first defined at line {seen[key.value].pos.line}); "
                     "remove one (most YAML tools silently keep the last)",
                 )
-            )
-            continue
-        seen[key.value] = key
-        items.append((key, _convert(vnode, file, diags, active, path + (key.value,))))
-    return Map(tuple(items), pos, seen)
+                continue
+            seen[key.value] = key
+            items.append((key, self.convert(vnode, active, path + (key.value,))))
+        return Map(tuple(items), pos, seen)
