@@ -90,7 +90,7 @@ def nspawn_binary() -> str | None:
 def missing_prerequisites(suites: list[str]) -> str | None:
     """Why the container tests cannot run here, naming what to run; None when they can."""
     if os.geteuid() != 0:
-        return "booting systemd in a container needs root (run the e2e tests as root)"
+        return "booting systemd in a container needs root (as root: scripts/bootstrap, scripts/fetch-container-tools, then the e2e tests)"
     if nspawn_binary() is None:
         return "systemd-nspawn not found: run scripts/fetch-container-tools"
     for tool in ("nsenter", "unshare", "mount"):
