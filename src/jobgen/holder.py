@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import argparse
 import logging
+import math
 import os
 import signal
 import subprocess
@@ -89,8 +90,7 @@ def _seconds(minimum: float, inclusive: bool = True):
             value = float(text)
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r} is not a number of seconds") from None
-        if value != value or value in (float("inf"),) or value < minimum or (
-                not inclusive and value == minimum):
+        if not math.isfinite(value) or value < minimum or (not inclusive and value == minimum):
             op = ">=" if inclusive else ">"
             raise argparse.ArgumentTypeError(f"{text!r}: must be {op} {minimum:g} seconds")
         return value

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
 
@@ -27,7 +26,7 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Comple
     (["--backend", URL, "--name", "n", "--frobnicate", "--", "true"], "unrecognized arguments"),
     (["--backend", URL, "--name", "bad name", "--", "true"], "lock names are"),
 ])
-def test_usage_errors_exit_64(args, message, tmp_path):
+def test_usage_errors_exit_64(args, message):
     res = run(holder_argv(*args))
     assert res.returncode == 64
     assert message in res.stderr

@@ -13,7 +13,7 @@ from __future__ import annotations
 import threading
 import time
 
-from jobgen.backends import (NAMESPACE, AuthFailed, ConfigError, Options, ServerError, Target,
+from jobgen.backends import (AuthFailed, ConfigError, Options, ServerError, Target,
                              Unreachable, Watcher, describe, namespaced, sha256_hex)
 
 # MySQL refuses lock names longer than 64 characters (ER_USER_LOCK_WRONG_NAME, MySQL 5.7+).
@@ -165,5 +165,3 @@ class Held:
         except Exception:
             pass
 
-
-__all__ = ["acquire", "lock_name", "NAMESPACE"]

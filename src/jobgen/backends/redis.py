@@ -95,10 +95,9 @@ def acquire(target: Target, name: str, opts: Options) -> "Held | None":
     deadline = time.monotonic() + opts.wait
     pause = POLL_FIRST
     while True:
-        started = time.monotonic()
         fence = _call(lambda: client.eval(ACQUIRE, 2, key, fence_key, owner, ttl_ms))
         if fence:
-            return Held(client, key, owner, int(fence), ttl_ms, started, opts)
+            return Held(client, key, owner, int(fence), ttl_ms, opts)
         now = time.monotonic()
         if now >= deadline:
             client.close()
@@ -109,24 +108,19 @@ def acquire(target: Target, name: str, opts: Options) -> "Held | None":
 
 class Held:
     def __init__(self, client, key: str, owner: str, fence: int, ttl_ms: int,
-                 acquired_at: float, opts: Options) -> None:
+                 opts: Options) -> None:
         self._client = client
         self._key = key
         self._owner = owner
         self._ttl_ms = ttl_ms
         self._opts = opts
         self.token: str | None = str(fence)
-        # The lease is ours until this instant at the latest (measured from before the
-        # request that set or renewed it, so network delay only shortens our belief).
-        self.valid_until = acquired_at + ttl_ms / 1000
         self._watcher: Watcher | None = None
 
     def _renew(self) -> tuple[str, str] | None:
-        sent = time.monotonic()
         ok = _call(lambda: self._client.eval(RENEW, 1, self._key, self._owner, self._ttl_ms))
         if not ok:
             return ("lease-lost", f"key {self._key} no longer holds our token")
-        self.valid_until = sent + self._ttl_ms / 1000
         return None
 
     def watch(self, lost) -> None:
