@@ -34,7 +34,10 @@ from jobgen.backends import AuthFailed, ConfigError, LockError, ServerError, Unr
 EXIT: dict[str, tuple[int, str]] = {
     "conflict": (75, "lock held elsewhere, or the --wait bound ran out; command not run"),
     "unreachable": (69, "lock server unreachable or timed out; command not run"),
-    "server-error": (69, "lock server answered without a decision (GET_LOCK NULL); command not run"),
+    "server-error": (69, "lock server answered with an error instead of a decision (GET_LOCK "
+                         "NULL, Redis READONLY replica); command not run"),
+    "internal-error": (70, "unexpected failure inside jobgen lock (a bug: please report it); "
+                           "command not run"),
     "auth-failed": (77, "lock server refused the credentials; command not run"),
     "config-error": (78, "bad URL, unknown scheme, undefined ${VAR}, unreadable password file "
                          "or missing client library; command not run"),
@@ -243,16 +246,23 @@ class Holder:
     def _locked_run(self, backend, target: backends.Target, opts: backends.Options) -> int:
         where = target.display()
         started = time.monotonic()
-        self.phase = "acquiring"
+        held = None
+        self.phase = "acquiring"  # a stop signal now abandons the attempt
         try:
             held = backend.acquire(target, self.args.name, opts)
+            self.phase = "starting"  # from here signals queue until the command exists
         except _Interrupted as e:
             self.phase = "done"
+            if held is not None:  # the signal landed between acquire() and the line above
+                self._release(held)
             return self._finish_signal(e.signum, "while acquiring")
         except LockError as e:
             self.phase = "done"
             outcome = next(o for cls, o in ERROR_OUTCOME if isinstance(e, cls))
             return self._finish(outcome, f"backend={where} {e}")
+        except Exception as e:  # one line and a code rather than a traceback in the journal
+            self.phase = "done"
+            return self._finish("internal-error", f"backend={where} {backends.describe(e)}")
         waited = time.monotonic() - started
         if held is None:
             self.phase = "done"
@@ -269,9 +279,9 @@ class Holder:
     def _release(self, held) -> None:
         try:
             ours = held.release()
-        except LockError as e:
+        except Exception as e:
             log.warning("release-failed name=%s %s (the server frees it at session end or TTL)",
-                        self.args.name, e)
+                        self.args.name, e if isinstance(e, LockError) else backends.describe(e))
         else:
             if ours:
                 log.info("released name=%s", self.args.name)
@@ -286,7 +296,9 @@ class Holder:
         env.pop("JOBGEN_LOCK_TOKEN", None)  # never pass on an outer holder's token
         if held.token:
             env["JOBGEN_LOCK_TOKEN"] = held.token
-        self.phase = "starting"  # signals now queue until the child exists
+        if self.pending:  # asked to stop before the command started: do not start it
+            self.phase = "done"
+            return self._finish_signal(self.pending[0], "before the command started")
         try:
             proc = subprocess.Popen(self.command, env=env, preexec_fn=_die_with_parent())
         except FileNotFoundError as e:

@@ -245,6 +245,21 @@ def test_wait_bound_exceeded_is_a_conflict(server, lock_name, tmp_path):
     assert not marker.exists()
 
 
+def test_stop_signal_while_waiting_abandons_the_attempt(server, lock_name, tmp_path):
+    log, release = tmp_path / "runs", tmp_path / "release"
+    first = spawn(holder(server, lock_name, command=recorder(log, until=release)))
+    wait_for(lambda: "start" in lines(log), what="first command start")
+    marker = tmp_path / "second-ran"
+    second = spawn(holder(server, lock_name, "--wait", "30", command=["touch", str(marker)]))
+    time.sleep(1)  # let it start waiting
+    second.send_signal(signal.SIGTERM)
+    assert second.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM
+    assert "interrupted" in second.stderr.read()
+    release.touch()
+    assert first.wait(timeout=TIMEOUT) == 0
+    assert not marker.exists()
+
+
 # --- signals --------------------------------------------------------------------------------
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT, signal.SIGHUP])

@@ -12,8 +12,8 @@ import random
 import secrets
 import time
 
-from jobgen.backends import (AuthFailed, ConfigError, Options, Target, Unreachable, Watcher,
-                             describe, namespaced)
+from jobgen.backends import (AuthFailed, ConfigError, Options, ServerError, Target, Unreachable,
+                             Watcher, describe, namespaced)
 
 # Acquire and fence in one atomic step: a fencing token exists iff the SET succeeded.
 ACQUIRE = """
@@ -81,9 +81,11 @@ def _call(fn):
     except rx.ResponseError as e:
         if str(e).startswith(("NOAUTH", "WRONGPASS", "NOPERM")):
             raise AuthFailed(f"redis refused the credentials ({describe(e)})") from None
-        raise
+        raise ServerError(describe(e)) from None  # e.g. READONLY: we reached a replica
     except (rx.ConnectionError, rx.TimeoutError, OSError) as e:
         raise Unreachable(describe(e)) from None
+    except rx.RedisError as e:
+        raise ServerError(describe(e)) from None
 
 
 def acquire(target: Target, name: str, opts: Options) -> "Held | None":
