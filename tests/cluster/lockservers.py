@@ -21,10 +21,9 @@ from pathlib import Path
 
 import pytest
 
-# How the tests start the holder: a real process, as a unit's ExecStart= would.
-# Switch to [sys.executable, "-m", "jobgen", "lock"] once cli.py dispatches `lock`.
-HOLDER = [sys.executable, "-c",
-          "import sys; from jobgen import holder; sys.exit(holder.main(sys.argv[1:]))"]
+# How the tests start the holder: a real process through the real entry point, as a unit's
+# ExecStart=/usr/bin/jobgen lock ... would (cli.py hands `lock` to holder.main).
+HOLDER = [sys.executable, "-m", "jobgen", "lock"]
 
 PASSWORD = "s3cret/with:odd@chars"  # exercises ${VAR} expansion after URL splitting
 PASSWORD_VAR = "JOBGEN_TEST_LOCK_PASSWORD"
@@ -109,6 +108,31 @@ class Server:
 
     def start(self) -> None:
         raise NotImplementedError
+
+    def main_pid(self) -> int:
+        return self.proc.pid
+
+    def _pids(self) -> list[int]:
+        """The server and its children (PostgreSQL runs one process per session)."""
+        main = self.main_pid()
+        pids = [main]
+        for stat in Path("/proc").glob("[0-9]*/stat"):
+            try:
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (FileNotFoundError, ProcessLookupError, IndexError):
+                continue
+            if int(fields[1]) == main:
+                pids.append(int(stat.parent.name))
+        return pids
+
+    def pause(self) -> None:
+        """A hung server: the kernel still accepts connections, nothing answers."""
+        for pid in self._pids():
+            os.kill(pid, signal.SIGSTOP)
+
+    def resume(self) -> None:
+        for pid in self._pids():
+            os.kill(pid, signal.SIGCONT)
 
 
 class RedisServer(Server):
@@ -219,6 +243,9 @@ class PostgresServer(Server):
         self.proc = None
         self.pid = pid
         _wait_port(self.port, None, log)
+
+    def main_pid(self) -> int:
+        return self.pid
 
     @property
     def running(self) -> bool:

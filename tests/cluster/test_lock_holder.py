@@ -164,6 +164,33 @@ def test_server_stopped_mid_run_stops_the_command_with_76(server, lock_name, tmp
     assert expected_event in stderr
 
 
+def test_hung_server_before_start_is_unreachable_within_the_timeout(server, lock_name, tmp_path):
+    """Connections are accepted by the kernel but nothing answers: every call is bounded."""
+    marker = tmp_path / "ran"
+    server.pause()
+    try:
+        res = run(holder(server, lock_name, command=["touch", str(marker)]))
+    finally:
+        server.resume()
+    assert res.returncode == 69, res.stderr
+    assert not marker.exists()
+
+
+def test_hung_server_mid_run_stops_the_command_with_76(server, lock_name, tmp_path):
+    log = tmp_path / "events"
+    command = ["sh", "-c", f'trap \'kill $!; echo term >> "{log}"; exit 143\' TERM; '
+                           f'echo start >> "{log}"; sleep 60 2>/dev/null & wait']
+    proc = spawn(holder(server, lock_name, "--ttl", "3", "--grace", "5", command=command))
+    wait_for(lambda: "start" in lines(log), what="command start")
+    server.pause()
+    try:
+        code = proc.wait(timeout=TIMEOUT)
+    finally:
+        server.resume()
+    assert code == 76, proc.stderr.read()
+    assert lines(log) == ["start", "term"]
+
+
 def test_command_ignoring_sigterm_gets_sigkill_after_grace(redis_server, lock_name, tmp_path):
     log = tmp_path / "events"
     command = ["sh", "-c", f'trap "" TERM; echo start >> "{log}"; '

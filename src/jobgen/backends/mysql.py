@@ -14,7 +14,7 @@ import threading
 import time
 
 from jobgen.backends import (AuthFailed, ConfigError, Options, ServerError, Target,
-                             Unreachable, Watcher, describe, namespaced, sha256_hex)
+                             Unreachable, Watcher, bounded, describe, namespaced, sha256_hex)
 
 # MySQL refuses lock names longer than 64 characters (ER_USER_LOCK_WRONG_NAME, MySQL 5.7+).
 MAX_NAME = 64
@@ -79,7 +79,9 @@ def _connect(target: Target, opts: Options):
     if unknown:
         raise ConfigError(f"unknown {target.scheme} URL parameter(s): {', '.join(sorted(unknown))}")
     ssl = {k.removeprefix("ssl_"): v for k, v in target.query.items() if k.startswith("ssl_")}
-    return _call(lambda: pymysql.connect(
+    # PyMySQL reads the server greeting under read_timeout (connect timeout + WAIT_SLICE):
+    # bound the whole handshake by the connect timeout instead.
+    return bounded(lambda: _call(lambda: pymysql.connect(
         host=target.host,
         port=target.port or 3306,
         user=target.username or "",
@@ -91,7 +93,7 @@ def _connect(target: Target, opts: Options):
         autocommit=True,
         charset=target.query.get("charset", "utf8mb4"),
         ssl=ssl or None,
-    ))
+    )), opts.connect_timeout, "connect")
 
 
 def _scalar(conn, sql: str, *args):
@@ -155,7 +157,9 @@ class Held:
         if not self._lock.acquire(timeout=self._opts.connect_timeout):
             raise Unreachable("connection busy with an unanswered check")
         try:
-            return _call(lambda: _scalar(self._conn, "SELECT RELEASE_LOCK(%s)", self._name)) == 1
+            return bounded(lambda: _call(lambda: _scalar(
+                self._conn, "SELECT RELEASE_LOCK(%s)", self._name)), self._opts.connect_timeout,
+                "RELEASE_LOCK") == 1
         finally:
             self._lock.release()
 
