@@ -109,7 +109,8 @@ def main() -> int:
         f"`bench/bench_holder.py --runs {args.runs}`, {time.strftime('%Y-%m-%d')}; "
         + ", ".join(versions()) + ".",
         "Each row runs `/bin/true` through the lock, servers on loopback; wall time per run",
-        "(fork+exec of the whole chain, lock taken and released).",
+        "(fork+exec of the whole chain, lock taken and released). The holder is started as",
+        "`python -m jobgen lock ...` from the repository's virtualenv.",
         "",
         "| how | median ms | p90 ms | overhead vs bare (median) ms |",
         "|---|---:|---:|---:|",
