@@ -314,9 +314,6 @@ def test_raw_noncharacter_is_what_systemd_ignores(analyzer, tmp_path):
     assert result.rc != 0 and any("not UTF-8 clean" in line for line in result.lines), result.lines
 
 
-@pytest.mark.xfail(strict=True, raises=ValueError, reason="validate.py argv() refuses only NUL: a lone surrogate "
-                   "(YAML \"\\ud83d\\ude00\" is two of them, not the emoji) reaches escape.exec_word, which "
-                   "raises ValueError, a traceback from the CLI instead of a positioned error")
 def test_lone_surrogate_in_command_is_a_positioned_error(tmp_path):
     text = 'jobgen: 1\njobs:\n  job:\n    command: [/usr/bin/php, "\\ud83d\\ude00"]\n    schedule: daily\n'
     with pytest.raises(ManifestError) as error:

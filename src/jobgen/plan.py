@@ -33,35 +33,43 @@ DEFAULT_HOLDER = "/usr/bin/jobgen"
 # The reporter: one structured journal line per run, so a skipped run is visible as a
 # skip and never confused with success or failure. It runs as ExecStopPost= and reads
 # what systemd.exec(5) passes there: $SERVICE_RESULT, $EXIT_CODE, $EXIT_STATUS.
-# Arguments: $1 job, $2 overlap policy, $3 stamp file to touch ('' for none).
+# Arguments: $1 job, $2 overlap policy, $3 end-time stamp file ('' for none).
 # With SuccessExitStatus=75 a conflict ends with result 'success', so the exit status is
-# what tells it apart. logger(1) --journald sends the fields natively.
+# what tells it apart; 'exec-condition' is an activation the overrun check deferred.
+# logger(1) --journald sends the fields natively; $INVOCATION_ID ties the line to its run
+# even when logger exits before journald has read its cgroup.
 REPORTER = (
     'case "$SERVICE_RESULT/$EXIT_CODE/$EXIT_STATUS" in '
     "success/exited/75) o=skipped; [ \"$2\" = wait ] && o=wait-expired ;; "
+    "exec-condition/*) o=deferred ;; "
     "success/*) o=success ;; "
     "timeout/*) o=timeout ;; "
     "*) o=failed ;; "
     "esac; "
-    '[ -n "$3" ] && : > "$3"; '
+    '[ -n "$3" ] && [ "$o" != deferred ] && date +%s%6N > "$3"; '
     "printf 'MESSAGE=%s: %s (result=%s, %s=%s)\\nSYSLOG_IDENTIFIER=jobgen\\nJOBGEN_JOB=%s\\n"
-    "JOBGEN_OUTCOME=%s\\nJOBGEN_POLICY=%s\\nJOBGEN_EXIT_STATUS=%s\\n' "
-    '"$1" "$o" "$SERVICE_RESULT" "$EXIT_CODE" "$EXIT_STATUS" "$1" "$o" "$2" "$EXIT_STATUS" '
+    "JOBGEN_OUTCOME=%s\\nJOBGEN_POLICY=%s\\nJOBGEN_EXIT_STATUS=%s\\nJOBGEN_INVOCATION_ID=%s\\n' "
+    '"$1" "$o" "$SERVICE_RESULT" "$EXIT_CODE" "$EXIT_STATUS" "$1" "$o" "$2" "$EXIT_STATUS" "$INVOCATION_ID" '
     "| logger --journald"
 )
 
-# Emulation of DeferReactivation=yes (systemd 257) for older targets. Before 257 a
+# Emulation of DeferReactivation=yes (systemd 257) for targets 252..256. Before 257 a
 # calendar elapse that falls while the job runs starts it again the moment the run ends
-# (systemd-facts: "back-to-back"). The reporter touches a stamp when a run ends; this
-# ExecCondition= (243) skips an activation that begins within DEFER_WINDOW seconds of
-# that end. jobgen also sets AccuracySec=1s for these timers, so the re-trigger comes
-# within the window; a calendar slot that happens to fall in the window is skipped too
-# (documented in README "Overrun").
-DEFER_WINDOW = 2
+# (systemd-facts: "back-to-back"). The reporter writes each run's end time (µs) into a
+# stamp; this ExecCondition= skips a *timer* activation that fired less than
+# DEFER_WINDOW_USEC after that end. Timer activations carry $TRIGGER_TIMER_REALTIME_USEC
+# (src/core/timer.c activation_details_timer_append_env, new in systemd 252), manual
+# `systemctl start` does not, so it is never deferred. jobgen also sets AccuracySec=1s
+# for these timers, so the catch-up fires inside the window; a calendar slot that falls
+# within the window after a run ended is deferred too (README "Overrun").
+DEFER_WINDOW_USEC = 2_000_000
+DEFER_SINCE = 252  # $TRIGGER_TIMER_REALTIME_USEC
 DEFER_CHECK = (
-    f'test -z "$(find "$1" -newermt "@$(( $(date +%s) - {DEFER_WINDOW} ))" 2>/dev/null)" '
-    f'|| {{ echo "previous run ended less than {DEFER_WINDOW}s ago: '
-    'skipping the catch-up activation (DeferReactivation emulation)"; exit 1; }'
+    'fired="$TRIGGER_TIMER_REALTIME_USEC"; [ -n "$fired" ] || exit 0; '
+    'ended=; read -r ended < "$1" 2>/dev/null; [ -n "$ended" ] || exit 0; '
+    f'if [ $((fired - ended)) -lt {DEFER_WINDOW_USEC} ]; then '
+    'echo "timer fired $(((fired - ended) / 1000))ms after the previous run ended: '
+    'deferring this catch-up run to the next calendar slot (DeferReactivation emulation)"; exit 1; fi'
 )
 
 
@@ -210,7 +218,7 @@ class _Unit:
             return True
         fallback = FALLBACKS.get((section, key))
         if fallback is None:
-            self.ctx.error(pos, f"'{feature}' ({key}=) {reason}")
+            self.ctx.error(pos, f"{self.ctx.what}: '{feature}' ({key}=) {reason}")
         else:
             self.ctx.note(pos, f"{key}= {reason}: {fallback}")
         return False
@@ -229,6 +237,7 @@ class _Unit:
 class _Context:
     def __init__(self, target: Target, holder: str, pos: Pos):
         self.target, self.holder, self.pos = target, holder, pos
+        self.what = ""  # "job 'x'" / "worker 'y'": how messages name what they are about
         self.diags: list[Diagnostic] = []
 
     def error(self, pos: Pos, message: str) -> None:
@@ -240,7 +249,7 @@ class _Context:
     def value_ok(self, section: str, key: str, value: str, pos: Pos, feature: str) -> bool:
         reason = self.target.lacking_value(section, key, value)
         if reason is not None:
-            self.error(pos, f"'{feature}' {reason}")
+            self.error(pos, f"{self.what}: '{feature}' {reason}")
             return False
         return True
 
@@ -325,8 +334,23 @@ def _defer(job: Job) -> bool:
     return job.schedule.kind == "calendar" and job.overlap == "skip"
 
 
+def _emulate_defer(ctx: _Context, timer: _Unit, job: Job) -> bool:
+    """DeferReactivation=yes where the target has it; else whether to emulate it."""
+    reason = ctx.target.lacking("Timer", "DeferReactivation")
+    if reason is None:
+        timer.set("Timer", "DeferReactivation", Raw("yes"))
+        return False
+    pos = job.where("overlap")
+    if ctx.target.min >= DEFER_SINCE and ctx.target.has("Service", "ExecCondition"):
+        ctx.note(pos, f"DeferReactivation= {reason}: {FALLBACKS[('Timer', 'DeferReactivation')]}")
+        return True
+    ctx.note(pos, f"DeferReactivation= {reason}, and its emulation needs systemd >= {DEFER_SINCE}: "
+             "a run that overruns a calendar slot is followed by one catch-up run (README: Overrun)")
+    return False
+
+
 def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[str]]:
-    ctx.pos = job.pos
+    ctx.pos, ctx.what = job.pos, f"job '{job.name}'"
     argv, lockfile = _lock_argv(ctx, job)
     stamp = f"{names.LOCK_DIR}/{job.name}.ended"
     description = job.description or f"jobgen job {job.name}"
@@ -349,12 +373,7 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
         timer.set("Timer", "OnBootSec", _span(sched.usec or 0))
     if job.persistent:
         timer.set("Timer", "Persistent", Raw("yes"), job.where("persistent"), "persistent")
-    emulate_defer = False
-    if _defer(job):
-        if timer.supported("Timer", "DeferReactivation", job.where("overlap"), "overlap: skip"):
-            timer.set("Timer", "DeferReactivation", Raw("yes"))
-        else:
-            emulate_defer = True
+    emulate_defer = _defer(job) and _emulate_defer(ctx, timer, job)
     accuracy = job.accuracy_usec
     if emulate_defer and accuracy is None:
         accuracy = 1_000_000
@@ -382,6 +401,10 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     svc.set("Service", "ExecStopPost", Exec(reporter, prefix="-"))
     if job.lock is not None and job.lock.scope != "unit":
         svc.set("Service", "SuccessExitStatus", Raw(str(CONFLICT_EXIT)))
+    if job.lock is not None and job.lock.scope == "cluster":
+        # The holder forwards SIGTERM to the command; KillMode=mixed sends it to the holder
+        # only, so the command gets it once (systemd.kill(5)), SIGKILL to all at the end.
+        svc.set("Service", "KillMode", Raw("mixed"))
     if job.lock is not None and job.lock.credential:
         svc.set("Service", "LoadCredential", Raw(job.lock.credential), job.where("lock"), "lock.credential")
     # A oneshot's run time is bounded by TimeoutStartSec= (RuntimeMaxSec= does nothing for
@@ -414,7 +437,7 @@ def _tmpfile(path: str, c: Common) -> str:
 
 
 def _worker_files(ctx: _Context, w: Worker) -> list[UnitFile]:
-    ctx.pos = w.pos
+    ctx.pos, ctx.what = w.pos, f"worker '{w.name}'"
     template = w.instances > 1
     name = f"{w.name}@.service" if template else f"{w.name}.service"
     description = w.description or f"jobgen worker {w.name}"
@@ -437,7 +460,7 @@ def _worker_files(ctx: _Context, w: Worker) -> list[UnitFile]:
         ctx.note(w.where("type"), f"{reason}: Type=simple")
         wtype = "simple"
     elif reason:
-        ctx.error(w.where("type"), f"'type: {wtype}' {reason}")
+        ctx.error(w.where("type"), f"{ctx.what}: 'type: {wtype}' {reason}")
     svc.set("Service", "Type", Raw(wtype))
     _common_service(svc, w)
     svc.set("Service", "ExecStart", Exec(w.command))
