@@ -53,23 +53,22 @@ REPORTER = (
     "| logger --journald"
 )
 
-# Emulation of DeferReactivation=yes (systemd 257) for targets 252..256. Before 257 a
+# Emulation of DeferReactivation=yes (systemd 257) for older targets. Before 257 a
 # calendar elapse that falls while the job runs starts it again the moment the run ends
 # (systemd-facts: "back-to-back"). The reporter writes each run's end time (µs) into a
-# stamp; this ExecCondition= skips a *timer* activation that fired less than
-# DEFER_WINDOW_USEC after that end. Timer activations carry $TRIGGER_TIMER_REALTIME_USEC
-# (src/core/timer.c activation_details_timer_append_env, new in systemd 252), manual
-# `systemctl start` does not, so it is never deferred. jobgen also sets AccuracySec=1s
-# for these timers, so the catch-up fires inside the window; a calendar slot that falls
-# within the window after a run ended is deferred too (README "Overrun").
+# stamp; this ExecCondition= (243) defers an activation that begins less than
+# DEFER_WINDOW_USEC after that end, and jobgen sets AccuracySec=1s for these timers so the
+# catch-up comes inside the window. It cannot tell who started the unit: systemd 252
+# keeps the *first* activation's $TRIGGER_TIMER_REALTIME_USEC on the unit ("older
+# details object wins", src/core/unit.c@v252), so that variable is no witness. Hence a
+# calendar slot or a `systemctl start` within the window after a run is deferred too
+# (README "Overrun"; `jobgen run` never is).
 DEFER_WINDOW_USEC = 2_000_000
-DEFER_SINCE = 252  # $TRIGGER_TIMER_REALTIME_USEC
 DEFER_CHECK = (
-    'fired="$TRIGGER_TIMER_REALTIME_USEC"; [ -n "$fired" ] || exit 0; '
-    'ended=; read -r ended < "$1" 2>/dev/null; [ -n "$ended" ] || exit 0; '
-    f'if [ $((fired - ended)) -lt {DEFER_WINDOW_USEC} ]; then '
-    'echo "timer fired $(((fired - ended) / 1000))ms after the previous run ended: '
-    'deferring this catch-up run to the next calendar slot (DeferReactivation emulation)"; exit 1; fi'
+    'now=$(date +%s%6N); ended=; read -r ended < "$1" 2>/dev/null; [ -n "$ended" ] || exit 0; '
+    f'if [ $((now - ended)) -lt {DEFER_WINDOW_USEC} ]; then '
+    'echo "previous run ended $(((now - ended) / 1000))ms ago: '
+    'deferring this catch-up activation to the next calendar slot (DeferReactivation emulation)"; exit 1; fi'
 )
 
 
@@ -341,10 +340,10 @@ def _emulate_defer(ctx: _Context, timer: _Unit, job: Job) -> bool:
         timer.set("Timer", "DeferReactivation", Raw("yes"))
         return False
     pos = job.where("overlap")
-    if ctx.target.min >= DEFER_SINCE and ctx.target.has("Service", "ExecCondition"):
+    if ctx.target.has("Service", "ExecCondition"):
         ctx.note(pos, f"DeferReactivation= {reason}: {FALLBACKS[('Timer', 'DeferReactivation')]}")
         return True
-    ctx.note(pos, f"DeferReactivation= {reason}, and its emulation needs systemd >= {DEFER_SINCE}: "
+    ctx.note(pos, f"DeferReactivation= {reason}, and its emulation needs ExecCondition= (243): "
              "a run that overruns a calendar slot is followed by one catch-up run (README: Overrun)")
     return False
 
