@@ -3,6 +3,7 @@
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -106,3 +107,28 @@ def test_run_passes_the_job_exit_status_and_environment(tmp_path: Path) -> None:
     )
     r = jobgen("run", str(m), "j")
     assert (r.returncode, r.stdout) == (3, "hello %n $HOME\n")
+
+
+def test_run_takes_the_units_lock_and_a_conflict_is_75(tmp_path: Path) -> None:
+    """`jobgen run` goes through the same flock argv as the unit: with the lock held
+    elsewhere the job does not run and the exit code is 75, as in the unit."""
+    lock = tmp_path / "held.lock"
+    m = write(
+        tmp_path / "m.yaml",
+        "jobgen: 1\ntarget: {systemd: '252'}\njobs:\n  held:\n    command: [/bin/sh, -c, 'echo ran']\n"
+        f"    schedule: daily\n    lock: {{scope: host, path: {lock}}}\n",
+    )
+    free = jobgen("run", str(m), "held")
+    assert (free.returncode, free.stdout) == (0, "ran\n")
+    holder = subprocess.Popen(["/usr/bin/flock", str(lock), "sleep", "30"])
+    try:
+        for _ in range(50):  # until the holder has the lock (a probe can no longer take it)
+            if subprocess.run(["/usr/bin/flock", "--nonblock", str(lock), "true"]).returncode != 0:
+                break
+            time.sleep(0.1)
+        busy = jobgen("run", str(m), "held")
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (busy.returncode, busy.stdout) == (75, "")
+    assert busy.stderr == "jobgen: held: skipped: another run holds the lock (exit 75)\n"

@@ -13,6 +13,7 @@ Nothing here escapes text for unit files: argv stays a tuple of strings inside
 
 from __future__ import annotations
 
+import os
 from dataclasses import dataclass, field
 
 from jobgen import names, timespec
@@ -310,7 +311,7 @@ def _lock_argv(ctx: _Context, job: Job) -> tuple[tuple[str, ...], str | None]:
     if lock is None or lock.scope == "unit":
         return job.command, None
     if lock.scope == "host":
-        path = names.lock_file(lock.name)
+        path = lock.path or names.lock_file(lock.name)
         mode = ("--wait", str(wait)) if wait else ("--nonblock",)
         # No --close: the job keeps the lock's file descriptor, so if flock itself is
         # killed the lock stays held until the job is gone too (never two at once).
@@ -412,7 +413,10 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
         svc.set("Service", "TimeoutStartSec", _span(job.timeout_usec + (job.wait_usec or 0)))
     else:
         svc.set("Service", "TimeoutStartSec", Raw("infinity"))
-    _hardening(svc, job, writable=(names.LOCK_DIR,) if (lockfile or emulate_defer) else ())
+    writable = {os.path.dirname(lockfile)} if lockfile else set()
+    if emulate_defer:
+        writable.add(names.LOCK_DIR)
+    _hardening(svc, job, writable=tuple(sorted(writable)))
 
     tmpfiles = []
     if lockfile:

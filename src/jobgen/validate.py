@@ -323,6 +323,7 @@ class LockSpec:
     ttl_usec: int | None = None
     password_file: str | None = None
     credential: str | None = None
+    path: str | None = None
     pos: Pos | None = None
     keypos: tuple[tuple[str, Pos], ...] = ()
 
@@ -334,6 +335,7 @@ _LOCK_KEYS: dict[str, Callable[[Node], Any]] = {
     "ttl": timespan,
     "password_file": abs_path,
     "credential": lambda n: _scalar(n, "a credential as NAME:/path"),
+    "path": abs_path,
 }
 
 
@@ -588,6 +590,11 @@ def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, s
     at = spec.pos or seen.keypos.get("lock", pos)
     if scope == "unit" and overlap == "wait":
         p.error(kp.get("scope", at), f"{what}: 'lock.scope: unit' cannot wait; use scope host or cluster with 'overlap: wait'")
+    if scope != "host" and spec.path is not None:
+        p.error(kp["path"], f"{what}: 'lock.path' only applies to 'scope: host' (scope is '{scope}')")
+    if spec.path is not None and not spec.path.endswith(".lock"):
+        # The name says what the file is for: nobody deletes a *.lock file to tidy up.
+        p.error(kp["path"], f"{what}: 'lock.path' must end in .lock, got '{spec.path}'")
     if scope != "cluster":
         for key in ("backend", "ttl", "password_file", "credential"):
             if getattr(spec, _LOCK_FIELDS.get(key, key)) is not None:
@@ -609,7 +616,7 @@ def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, s
             p.error(kp["backend"], f"{what}: 'lock.backend': {problem}")
         if spec.name is None:
             p.error(at, f"{what}: 'scope: cluster' needs an explicit 'lock.name', the identity every host shares (e.g. 'shop:{job}')")
-    return Lock(scope, name, spec.backend, spec.ttl_usec, spec.password_file, spec.credential)
+    return Lock(scope, name, spec.backend, spec.ttl_usec, spec.password_file, spec.credential, spec.path)
 
 
 _BACKEND_SCHEMES = ("redis", "rediss", "mariadb", "mysql", "postgresql", "postgres")
