@@ -15,7 +15,9 @@ UNIT_NAME_MAX = 255  # systemd's UNIT_NAME_MAX, including the suffix
 # The longest suffix jobgen appends: "@.service" for worker templates.
 _LONGEST_SUFFIX = len("@.service")
 JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
-UNIT_REF = re.compile(r"[A-Za-z0-9_.:\\-]+(@[A-Za-z0-9_.:\\-]*)?\.(service|target|socket|timer|path|mount)")
+# A unit another unit points at (OnFailure=, OnSuccess=). The instance may use the
+# specifiers for "this unit" (systemd.unit(5)): alert@%n.service is the common idiom.
+UNIT_REF = re.compile(r"[A-Za-z0-9_.:\\-]+(@([A-Za-z0-9_.:\\-]|%[nNpPiI])*)?\.(service|target|socket|timer|path|mount)")
 LOCK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]*")
 CLUSTER_LOCK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/-]*")
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]*\$?|[0-9]+")

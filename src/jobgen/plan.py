@@ -264,7 +264,8 @@ def _span(usec: int) -> Raw:
 def _common_unit(u: _Unit, c: Common, description: Raw) -> None:
     u.set("Unit", "Description", description)
     for unit in c.on_failure:
-        u.set("Unit", "OnFailure", Raw(unit), c.where("on_failure"), "on_failure")
+        # specifiers=True: names.UNIT_REF admits only %n %N %p %P %i %I, meant as specifiers.
+        u.set("Unit", "OnFailure", Raw(unit, specifiers=True), c.where("on_failure"), "on_failure")
 
 
 def _common_service(u: _Unit, c: Common) -> None:
@@ -390,7 +391,7 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     svc = _Unit(ctx, f"{job.name}.service", "service")
     _common_unit(svc, job, Raw(description))
     for unit in job.on_success:
-        svc.set("Unit", "OnSuccess", Raw(unit), job.where("on_success"), "on_success")
+        svc.set("Unit", "OnSuccess", Raw(unit, specifiers=True), job.where("on_success"), "on_success")
     svc.set("Service", "Type", Raw("oneshot"))
     _common_service(svc, job)
     if emulate_defer:
