@@ -132,3 +132,21 @@ def test_run_takes_the_units_lock_and_a_conflict_is_75(tmp_path: Path) -> None:
         holder.wait()
     assert (busy.returncode, busy.stdout) == (75, "")
     assert busy.stderr == "jobgen: held: skipped: another run holds the lock (exit 75)\n"
+
+
+@pytest.mark.parametrize("job", ["catalog-refresh", "invoice-export", "sales-report"])
+def test_run_executes_exactly_the_argv_systemd_parses_from_the_unit(tmp_path: Path, job: str) -> None:
+    """`jobgen run` and the unit share one argv: what systemd itself reads back from the
+    rendered ExecStart= equals what `jobgen run` executes (plan.RunSpec)."""
+    from jobgen import pipeline
+    from support.sdanalyze import host_analyzer
+
+    analyzer = host_analyzer()
+    if analyzer is None or analyzer.version < 252:
+        pytest.skip("needs systemd-analyze >= 252 (apt-get install systemd)")
+    result = pipeline.build(str(ROOT / "examples" / "shop.yaml"))
+    for name, data in result.files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_bytes(data)
+    parsed = analyzer.exec_argv(tmp_path / f"{job}.service", stubs=["/usr/bin/php"])
+    assert parsed["ExecStart"] == [list(result.plan.runs[job].argv)]
