@@ -248,3 +248,50 @@ def describe(e: BaseException) -> str:
     """One line for a log: the exception's class and first line, never a multi-line dump."""
     text = str(e).strip().splitlines()[0] if str(e).strip() else ""
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+class SessionHeld:
+    """A lock that lives as long as one SQL session (MariaDB GET_LOCK, PostgreSQL advisory
+    locks): one dedicated connection, a watcher asking the server every connect-timeout
+    whether the lock is still ours, and a bounded release. Backends supply ``check()``
+    (None while ours, else (event, detail)) and ``unlock() -> bool``."""
+
+    token: str | None = None  # neither server keeps a counter to fence with
+
+    def __init__(self, conn, opts: Options) -> None:
+        self._conn = conn
+        self._opts = opts
+        self._busy = threading.Lock()  # the connection is not shared across threads
+        self._watcher: Watcher | None = None
+
+    def check(self) -> tuple[str, str] | None:
+        raise NotImplementedError
+
+    def unlock(self) -> bool:
+        raise NotImplementedError
+
+    def _checked(self) -> tuple[str, str] | None:
+        with self._busy:
+            return self.check()
+
+    def watch(self, lost: Callable[[str, str], None]) -> None:
+        self._watcher = Watcher(self._checked, max(1.0, self._opts.connect_timeout),
+                                self._opts.connect_timeout + 1, "jobgen-session")
+        self._watcher.start(lost)
+
+    def release(self) -> bool:
+        if self._watcher is not None:
+            self._watcher.stop()
+        # A watcher check abandoned mid-call may still own the connection: do not wait on it.
+        if not self._busy.acquire(timeout=self._opts.connect_timeout):
+            raise Unreachable("connection busy with an unanswered check")
+        try:
+            return self.unlock()
+        finally:
+            self._busy.release()
+
+    def close(self) -> None:
+        try:
+            self._conn.close()  # ends the session: the server frees whatever it still holds
+        except Exception:
+            pass

@@ -10,11 +10,10 @@ error, e.g. the thread was killed) -- the three are told apart.
 
 from __future__ import annotations
 
-import threading
 import time
 
-from jobgen.backends import (AuthFailed, ConfigError, Options, ServerError, Target,
-                             Unreachable, Watcher, bounded, describe, namespaced, sha256_hex)
+from jobgen.backends import (AuthFailed, ConfigError, Options, ServerError, SessionHeld, Target,
+                             Unreachable, bounded, describe, namespaced, sha256_hex)
 
 # MySQL refuses lock names longer than 64 characters (ER_USER_LOCK_WRONG_NAME, MySQL 5.7+).
 MAX_NAME = 64
@@ -126,46 +125,17 @@ def acquire(target: Target, name: str, opts: Options) -> "Held | None":
         raise
 
 
-class Held:
-    token: str | None = None  # GET_LOCK has no counter to fence with
-
+class Held(SessionHeld):
     def __init__(self, conn, lname: str, opts: Options) -> None:
-        self._conn = conn
+        super().__init__(conn, opts)
         self._name = lname
-        self._opts = opts
-        self._lock = threading.Lock()
-        self._watcher: Watcher | None = None
 
-    def _still_ours(self) -> tuple[str, str] | None:
-        with self._lock:
-            ours = _call(lambda: _scalar(self._conn, "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()",
-                                         self._name))
+    def check(self) -> tuple[str, str] | None:
+        ours = _call(lambda: _scalar(self._conn, "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", self._name))
         if ours != 1:
             return ("connection-lost", f"lock {self._name!r} is no longer held by this session")
         return None
 
-    def watch(self, lost) -> None:
-        """Ask the server every connect-timeout seconds whether this session still holds it."""
-        self._watcher = Watcher(self._still_ours, max(1.0, self._opts.connect_timeout),
-                                self._opts.connect_timeout + 1, "jobgen-session")
-        self._watcher.start(lost)
-
-    def release(self) -> bool:
-        if self._watcher is not None:
-            self._watcher.stop()
-        # A watcher check abandoned mid-call may still own the connection: do not wait on it.
-        if not self._lock.acquire(timeout=self._opts.connect_timeout):
-            raise Unreachable("connection busy with an unanswered check")
-        try:
-            return bounded(lambda: _call(lambda: _scalar(
-                self._conn, "SELECT RELEASE_LOCK(%s)", self._name)), self._opts.connect_timeout,
-                "RELEASE_LOCK") == 1
-        finally:
-            self._lock.release()
-
-    def close(self) -> None:
-        try:
-            self._conn.close()
-        except Exception:
-            pass
-
+    def unlock(self) -> bool:
+        return bounded(lambda: _call(lambda: _scalar(self._conn, "SELECT RELEASE_LOCK(%s)", self._name)),
+                       self._opts.connect_timeout, "RELEASE_LOCK") == 1

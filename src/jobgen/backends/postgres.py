@@ -14,9 +14,8 @@ from __future__ import annotations
 
 import hashlib
 import math
-import threading
 
-from jobgen.backends import (AuthFailed, ConfigError, Options, Target, Unreachable, Watcher,
+from jobgen.backends import (AuthFailed, ConfigError, Options, SessionHeld, Target, Unreachable,
                              bounded, describe, namespaced)
 
 # SQLSTATE -> outcome (PostgreSQL manual, Appendix A "Error Codes").
@@ -122,37 +121,16 @@ def _close(conn) -> None:
         pass
 
 
-class Held:
-    token: str | None = None  # advisory locks have no counter to fence with
-
+class Held(SessionHeld):
     def __init__(self, conn, key: int, opts: Options) -> None:
-        self._conn = conn
+        super().__init__(conn, opts)
         self._key = key
-        self._opts = opts
-        self._lock = threading.Lock()
-        self._watcher: Watcher | None = None
 
-    def _ping(self) -> tuple[str, str] | None:
-        with self._lock:
-            _call(lambda: self._conn.execute("SELECT 1").fetchone())
+    def check(self) -> tuple[str, str] | None:
+        _call(lambda: self._conn.execute("SELECT 1").fetchone())
         return None  # the session is alive, so its session-level lock is still held
 
-    def watch(self, lost) -> None:
-        self._watcher = Watcher(self._ping, max(1.0, self._opts.connect_timeout),
-                                self._opts.connect_timeout, "jobgen-session")
-        self._watcher.start(lost)
-
-    def release(self) -> bool:
-        if self._watcher is not None:
-            self._watcher.stop()
-        if not self._lock.acquire(timeout=self._opts.connect_timeout):
-            raise Unreachable("connection busy with an unanswered check")
-        try:
-            return bool(_call(lambda: bounded(
-                lambda: _scalar(self._conn, "SELECT pg_advisory_unlock(%s)", self._key),
-                self._opts.connect_timeout, "pg_advisory_unlock")))
-        finally:
-            self._lock.release()
-
-    def close(self) -> None:
-        _close(self._conn)
+    def unlock(self) -> bool:
+        return bool(_call(lambda: bounded(
+            lambda: _scalar(self._conn, "SELECT pg_advisory_unlock(%s)", self._key),
+            self._opts.connect_timeout, "pg_advisory_unlock")))
