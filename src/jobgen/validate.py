@@ -414,6 +414,19 @@ WORKER_KEYS: dict[str, Key] = COMMON_KEYS | {
 
 # Required keys, with what to write: a missing key is the one problem where the user has
 # nothing on the line to look at, so the message says what the key is for.
+# Keys of the other kind, with what to write instead. (is_job, key) -> reason.
+_WRONG_KIND: dict[tuple[bool, str], str] = {
+    (True, "recycle_after"): "is for workers: RuntimeMaxSec= does nothing for a Type=oneshot job "
+    "(systemd.service(5)); bound a job's run time with 'timeout'",
+    (True, "stop_timeout"): "is for workers; a job's run time is bounded by 'timeout'",
+    (True, "instances"): "is for workers; a scheduled job runs once per elapse",
+    (True, "restart"): "is for workers; a failed job runs again at its next scheduled time",
+    (False, "schedule"): "is for jobs; a worker runs all the time (use 'jobs:' for scheduled work)",
+    (False, "timeout"): "is for jobs; a worker's stop deadline is 'stop_timeout'",
+    (False, "overlap"): "is for jobs; a worker is one long-running process per instance",
+    (False, "lock"): "is for jobs; a worker is one long-running process per instance",
+}
+
 REQUIRED_JOB_KEYS: dict[str, str] = {
     "command": "the program and its arguments, e.g. [/usr/bin/php, /srv/app/artisan, 'catalog:refresh']",
     "schedule": "when it runs, e.g. daily, '*:0/5' or {every: 15min}",
@@ -490,6 +503,9 @@ def _convert_keys(
     seen = _Seen({}, set(), set())
     for key, node, inherited in entries:
         spec = table.get(key.value)
+        if spec is None and (why := _WRONG_KIND.get((table is JOB_KEYS, key.value))):
+            problems.error(key.pos, f"{what}: '{key.value}' {why}")
+            continue
         if spec is None:
             problems.error(key.pos, f"{what}: unknown key '{key.value}'{_hint(key.value, sorted(table))}")
             if close := _closest(key.value, table):
