@@ -1,0 +1,46 @@
+"""The wheel carries templates/ inside the package, and jobgen renders from it.
+
+An editable install imports from src/ and finds the repository's templates/ (every other
+test runs that way); this test builds the real wheel and renders from its contents alone.
+"""
+
+import subprocess
+import sys
+import sysconfig
+import zipfile
+from pathlib import Path
+
+from jobgen import pipeline
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_wheel_ships_templates_and_renders_from_them(tmp_path: Path) -> None:
+    build = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(tmp_path / "dist"), str(ROOT)],
+        capture_output=True, text=True, timeout=300,
+    )
+    assert build.returncode == 0, build.stderr
+    (wheel,) = (tmp_path / "dist").glob("jobgen-*.whl")
+    names = zipfile.ZipFile(wheel).namelist()
+    templates = sorted(n for n in names if n.startswith("jobgen/templates/"))
+    assert templates == sorted(f"jobgen/templates/{p.name}" for p in (ROOT / "templates").iterdir())
+    zipfile.ZipFile(wheel).extractall(tmp_path / "site")
+    out = tmp_path / "out"
+    # -S: no site module, so the editable install's .pth finder is not loaded; the wheel's
+    # contents come first on the path, the venv's site-packages only supply jinja2 & co.
+    deps = sysconfig.get_paths()["purelib"]
+    code = (
+        f"import sys; sys.path[:0] = [{str(tmp_path / 'site')!r}, {deps!r}]; "
+        "import pathlib; from jobgen import render; "
+        "assert render.template_dir() == pathlib.Path(render.__file__).with_name('templates'), render.template_dir(); "
+        "assert 'site' in render.__file__, render.__file__; "
+        "from jobgen.cli import main; sys.argv = ['jobgen'] + sys.argv[1:]; main()"
+    )
+    r = subprocess.run(
+        [sys.executable, "-S", "-c", code, "render", str(ROOT / "examples" / "shop.yaml"), "-o", str(out)],
+        capture_output=True, text=True, timeout=60, cwd=tmp_path,
+    )
+    assert r.returncode == 0, r.stderr
+    expected = pipeline.build(str(ROOT / "examples" / "shop.yaml")).files
+    assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == expected
