@@ -48,3 +48,20 @@ def test_golden(manifest: Path, systemd: str) -> None:
     assert sorted(files) == sorted(expected), "file set differs from the golden folder"
     for name in files:
         assert files[name].decode() == expected[name].decode(), f"{manifest.name} -> {name} for systemd {systemd}"
+
+
+def test_golden_units_use_only_directives_jobgen_declares() -> None:
+    """plan.EMITTED is what `jobgen directives` reports on; the goldens must not outgrow it."""
+    from jobgen.plan import EMITTED
+
+    section = None
+    used = set()
+    for path in GOLDEN.rglob("*"):
+        if not path.is_file() or path.parent.name == "tmpfiles.d":
+            continue
+        for line in path.read_text().splitlines():
+            if line.startswith("["):
+                section = line.strip("[]")
+            elif "=" in line and not line.startswith("#"):
+                used.add((section, line.split("=", 1)[0]))
+    assert used and used <= set(EMITTED), sorted(used - set(EMITTED))

@@ -29,7 +29,7 @@ def main() -> None:
 def _app():  # noqa: C901 - the command table, kept in one place
     import typer
 
-    from jobgen import __version__, pipeline, write
+    from jobgen import __version__, pipeline, plan, write
     from jobgen.diagnostics import ManifestError
     from jobgen.target import parse_target, parse_systemctl_version, supported_directives
 
@@ -94,7 +94,7 @@ def _app():  # noqa: C901 - the command table, kept in one place
     SystemdOpt = typer.Option(None, "--systemd", help="Target systemd: a version (252), a range ('>=252,<258') or 'auto' (this host).")
     PresetOpt = typer.Option(None, "--target", help="Target distribution preset, e.g. debian-12, ubuntu-24.04, rhel-9.")
     FormatOpt = typer.Option(Format.text, "--format", help="Output format.")
-    HolderOpt = typer.Option("/usr/bin/jobgen", "--holder", help="Path of jobgen on the target hosts (cluster-scope jobs run `jobgen lock`).")
+    HolderOpt = typer.Option(plan.DEFAULT_HOLDER, "--holder", help="Path of jobgen on the target hosts (cluster-scope jobs run `jobgen lock`).")
 
     @app.command()
     def render(
@@ -163,7 +163,7 @@ def _app():  # noqa: C901 - the command table, kept in one place
         fmt: Format = FormatOpt,
     ) -> None:
         """Validate and lint manifests; writes nothing."""
-        results = build_all(manifests, resolve_target(systemd, preset), "/usr/bin/jobgen", fmt)
+        results = build_all(manifests, resolve_target(systemd, preset), plan.DEFAULT_HOLDER, fmt)
         notes = [d for r in results for d in r.diagnostics]
         if fmt == Format.json:
             typer.echo(json.dumps({"ok": True, "diagnostics": [d.as_json() for d in notes]}, indent=2, sort_keys=True))
@@ -178,7 +178,7 @@ def _app():  # noqa: C901 - the command table, kept in one place
         manifest: Path = typer.Argument(..., help="Manifest file."),
         job: str = typer.Argument(..., help="Job name."),
         systemd: Optional[str] = SystemdOpt,
-        holder: str = typer.Option(sys.argv[0] if os.path.isabs(sys.argv[0]) else "/usr/bin/jobgen", "--holder", help="jobgen executable for cluster locks."),
+        holder: str = typer.Option(sys.argv[0] if os.path.isabs(sys.argv[0]) else plan.DEFAULT_HOLDER, "--holder", help="jobgen executable for cluster locks."),
     ) -> None:
         """Run a job now, through the same lock and argv as its unit."""
         (result,) = build_all([manifest], resolve_target(systemd, None), holder, Format.text)
@@ -197,8 +197,8 @@ def _app():  # noqa: C901 - the command table, kept in one place
         except OSError as exc:
             err(f"jobgen: error: cannot start {argv[0]}: {exc.strerror}")
             raise typer.Exit(127)
-        if code == 75:
-            err(f"jobgen: {job}: skipped: another run holds the lock (exit 75)")
+        if code == plan.CONFLICT_EXIT:
+            err(f"jobgen: {job}: skipped: another run holds the lock (exit {code})")
         elif code < 0:
             code = 128 - code  # killed by a signal: the shell's convention
         raise typer.Exit(code)
@@ -210,12 +210,12 @@ def _app():  # noqa: C901 - the command table, kept in one place
         fmt: Format = FormatOpt,
     ) -> None:
         """List the directives jobgen emits and whether the target supports them."""
-        from jobgen.plan import DEFAULT_TARGET, FALLBACKS, emitted_directives
+        from jobgen.plan import DEFAULT_TARGET, EMITTED, FALLBACKS
 
         target = resolve_target(systemd, preset) or parse_target(DEFAULT_TARGET)
         rows = [
             (*row, "" if row.status == "ok" else FALLBACKS.get((row.section, row.directive), "error if a manifest asks for it"))
-            for row in supported_directives(target, emitted_directives())
+            for row in supported_directives(target, EMITTED)
         ]
         if fmt == Format.json:
             keys = ("section", "directive", "since", "status", "when_missing")

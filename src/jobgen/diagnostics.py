@@ -48,7 +48,3 @@ class ManifestError(Exception):
     def __init__(self, diagnostics: list[Diagnostic]):
         self.diagnostics = sorted(diagnostics)
         super().__init__("\n".join(map(str, self.diagnostics)))
-
-
-def errors(diags: list[Diagnostic]) -> list[Diagnostic]:
-    return [d for d in diags if d.severity == ERROR]

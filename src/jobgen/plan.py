@@ -124,7 +124,6 @@ class RunSpec:
 class Plan:
     manifest: str
     target: Target
-    target_assumed: bool
     files: tuple[UnitFile, ...]
     notes: tuple[Diagnostic, ...]
     runs: dict[str, RunSpec] = field(compare=False)
@@ -190,10 +189,6 @@ EMITTED: tuple[tuple[str, str], ...] = (
     ("Timer", "FixedRandomDelay"), ("Timer", "RandomizedOffsetSec"),
     ("Install", "WantedBy"),
 ) + tuple(dict.fromkeys((s, d) for s, d, _ in _HARDENING_STRICT))
-
-
-def emitted_directives() -> tuple[tuple[str, str], ...]:
-    return EMITTED
 
 
 # Directive -> what jobgen does when the target lacks it (instead of an error).
@@ -527,4 +522,4 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
     notes = sorted(set(ctx.diags))
     if assumed:
         notes.insert(0, Diagnostic(ctx.pos, NOTE, f"no target systemd given (target: {{systemd: ...}} or --systemd); assuming {DEFAULT_TARGET}"))
-    return Plan(manifest.path, target, assumed, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs)
+    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs)
