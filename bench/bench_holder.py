@@ -86,8 +86,8 @@ def main() -> int:
             server.start()
         servers.append(server)
         client = CLIENTS[kind]
-        cases.append((f"python3 -c 'import jobgen.holder, {client}' (imports only)",
-                      [sys.executable, "-c", f"import jobgen.holder, {client}"]))
+        cases.append((f"python3 -c 'import jobgen.runtime.lock, {client}' (imports only)",
+                      [sys.executable, "-c", f"import jobgen.runtime.lock, {client}"]))
         cases.append((f"jobgen lock, {kind}",
                       holder_argv("--backend", server.url(), "--name", "bench", "--", *COMMAND)))
 

@@ -138,7 +138,7 @@ def test_run_takes_the_units_lock_and_a_conflict_is_75(tmp_path: Path) -> None:
 def test_run_executes_exactly_the_argv_systemd_parses_from_the_unit(tmp_path: Path, job: str) -> None:
     """`jobgen run` and the unit share one argv: what systemd itself reads back from the
     rendered ExecStart= equals what `jobgen run` executes (plan.RunSpec)."""
-    from jobgen import pipeline
+    from jobgen.compiler import pipeline
     from support.sdanalyze import host_analyzer
 
     analyzer = host_analyzer()

@@ -16,8 +16,8 @@ from pathlib import Path
 
 import pytest
 
-from jobgen import directive_table as table
-from jobgen.target import VALUE_GATES
+from jobgen.compiler import directive_table as table
+from jobgen.compiler.target import VALUE_GATES
 from support import sdanalyze
 
 REPO = Path(__file__).resolve().parents[1]
@@ -243,7 +243,7 @@ def test_committed_table_is_what_the_generator_writes():
          "--first", str(table.FIRST_RELEASE), "--last", str(table.LAST_RELEASE)],
         check=True, capture_output=True, text=True,
     ).stdout
-    assert out == (REPO / "src" / "jobgen" / "directive_table.py").read_text()
+    assert out == (REPO / "src" / "jobgen" / "compiler" / "directive_table.py").read_text()
 
 
 # --- the table against real systemd ------------------------------------

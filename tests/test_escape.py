@@ -27,8 +27,8 @@ import yaml
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobgen import escape, pipeline
-from jobgen.diagnostics import ManifestError
+from jobgen.compiler import escape, pipeline
+from jobgen.compiler.diagnostics import ManifestError
 from support.sdanalyze import Analyzer, host_analyzer, missing_reason, parse_exec_dump, versioned_analyzer
 
 # --------------------------------------------------------------------------- 1. tables

@@ -9,9 +9,9 @@ Ranges count: a directive is allowed only if every release in the range has it.
 
 import pytest
 
-from jobgen import pipeline
-from jobgen.diagnostics import ManifestError
-from jobgen.target import parse_target
+from jobgen.compiler import pipeline
+from jobgen.compiler.diagnostics import ManifestError
+from jobgen.compiler.target import parse_target
 
 JOB = "jobgen: 1\njobs:\n  j:\n    command: [/bin/true]\n    schedule: daily\n"
 WORKER = "jobgen: 1\nworkers:\n  w:\n    command: [/bin/true]\n    stop_timeout: 10s\n"

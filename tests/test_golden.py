@@ -13,8 +13,8 @@ from pathlib import Path
 
 import pytest
 
-from jobgen import pipeline
-from jobgen.target import parse_target
+from jobgen.compiler import pipeline
+from jobgen.compiler.target import parse_target
 
 ROOT = Path(__file__).resolve().parents[1]
 GOLDEN = ROOT / "tests" / "golden"
@@ -52,7 +52,7 @@ def test_golden(manifest: Path, systemd: str) -> None:
 
 def test_golden_units_use_only_directives_jobgen_declares() -> None:
     """plan.EMITTED is what `jobgen directives` reports on; the goldens must not outgrow it."""
-    from jobgen.plan import EMITTED
+    from jobgen.compiler.plan import EMITTED
 
     section = None
     used = set()

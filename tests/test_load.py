@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobgen import load, pipeline
+from jobgen.compiler import load, pipeline
 
 MANIFEST = """\
 jobgen: 1

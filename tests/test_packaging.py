@@ -10,7 +10,7 @@ import sysconfig
 import zipfile
 from pathlib import Path
 
-from jobgen import pipeline
+from jobgen.compiler import pipeline
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -32,8 +32,8 @@ def test_wheel_ships_templates_and_renders_from_them(tmp_path: Path) -> None:
     deps = sysconfig.get_paths()["purelib"]
     code = (
         f"import sys; sys.path[:0] = [{str(tmp_path / 'site')!r}, {deps!r}]; "
-        "import pathlib; from jobgen import render; "
-        "assert render.template_dir() == pathlib.Path(render.__file__).with_name('templates'), render.template_dir(); "
+        "import pathlib; from jobgen.compiler import render; "
+        "assert render.template_dir() == pathlib.Path(render.__file__).resolve().parents[1] / 'templates', render.template_dir(); "
         "assert 'site' in render.__file__, render.__file__; "
         "from jobgen.cli import main; sys.argv = ['jobgen'] + sys.argv[1:]; main()"
     )

@@ -30,7 +30,7 @@ import yaml
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from jobgen import pipeline
+from jobgen.compiler import pipeline
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))

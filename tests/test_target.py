@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from jobgen.directive_table import LAST_RELEASE
-from jobgen.target import (
+from jobgen.compiler.directive_table import LAST_RELEASE
+from jobgen.compiler.target import (
     PRESETS,
     SupportRow,
     Target,

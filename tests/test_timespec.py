@@ -1,4 +1,4 @@
-"""jobgen.timespec against its tables and against the host's real systemd-analyze.
+"""jobgen.compiler.timespec against its tables and against the host's real systemd-analyze.
 
 Each table row is one behaviour: an input and what jobgen must say about it. The same rows are then
 fed to `systemd-analyze calendar|timespan` (batched: one process per table), which must agree on
@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from jobgen.timespec import (
+from jobgen.compiler.timespec import (
     USEC_INFINITY,
     format_timespan,
     parse_calendar,

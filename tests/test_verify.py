@@ -11,8 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from jobgen import pipeline
-from jobgen.target import parse_target
+from jobgen.compiler import pipeline
+from jobgen.compiler.target import parse_target
 from support.sdanalyze import host_analyzer, missing_reason, versioned_analyzer
 
 ROOT = Path(__file__).resolve().parents[1]

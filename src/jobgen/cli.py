@@ -20,7 +20,7 @@ def main() -> None:
     # `jobgen lock` runs in front of every cluster-scope job: keep its start-up lean
     # (no typer, no jinja2) and its argument handling its own.
     if argv[:1] == ["lock"]:
-        from jobgen import holder
+        from jobgen.runtime import lock as holder
 
         sys.exit(holder.main(argv[1:]))
     _app()()
@@ -29,9 +29,10 @@ def main() -> None:
 def _app():  # noqa: C901 - the command table, kept in one place
     import typer
 
-    from jobgen import __version__, pipeline, plan, write
-    from jobgen.diagnostics import ManifestError
-    from jobgen.target import parse_target, parse_systemctl_version, supported_directives
+    from jobgen import __version__
+    from jobgen.compiler import pipeline, plan, write
+    from jobgen.compiler.diagnostics import ManifestError
+    from jobgen.compiler.target import parse_target, parse_systemctl_version, supported_directives
 
     app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, help="Compile a YAML job manifest into systemd units.")
 
@@ -210,7 +211,7 @@ def _app():  # noqa: C901 - the command table, kept in one place
         fmt: Format = FormatOpt,
     ) -> None:
         """List the directives jobgen emits and whether the target supports them."""
-        from jobgen.plan import DEFAULT_TARGET, EMITTED, FALLBACKS
+        from jobgen.compiler.plan import DEFAULT_TARGET, EMITTED, FALLBACKS
 
         target = resolve_target(systemd, preset) or parse_target(DEFAULT_TARGET)
         rows = [

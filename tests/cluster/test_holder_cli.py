@@ -51,7 +51,7 @@ def test_configuration_errors_exit_78_before_connecting(url, message, tmp_path):
 def test_missing_client_library_names_the_extra(tmp_path):
     """A host without redis-py: the message says which extra to install."""
     blocked = [sys.executable, "-c", "import sys; sys.modules['redis'] = None; "
-               "from jobgen import holder; sys.exit(holder.main(sys.argv[1:]))"]
+               "from jobgen.runtime import lock; sys.exit(lock.main(sys.argv[1:]))"]
     marker = tmp_path / "ran"
     res = run([*blocked, "--backend", URL, "--name", "n", "--", "touch", str(marker)])
     assert res.returncode == 78

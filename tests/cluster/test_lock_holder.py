@@ -1,7 +1,7 @@
 """`jobgen lock` against real lock servers: each test states one behaviour of the holder,
 starts holders as real processes, and checks what the command did through files it wrote.
 
-Exit codes under test (src/jobgen/holder.py EXIT): the command's own status when it ran,
+Exit codes under test (src/jobgen/runtime/lock.py EXIT): the command's own status when it ran,
 75 conflict, 69 server unreachable, 77 authentication failed, 78 configuration error,
 76 lock lost mid-run, 64 usage.
 """
@@ -345,7 +345,7 @@ def test_password_file_path_with_variable(server, lock_name, tmp_path):
 def test_postgres_key_derivation_matches_the_documented_sql(postgres_server):
     import psycopg
 
-    from jobgen.backends.postgres import advisory_key
+    from jobgen.runtime.backends.postgres import advisory_key
 
     sql = ("SELECT ('x' || left(encode(sha256(convert_to('jobgen:' || %s, 'UTF8')), 'hex'), 16))"
            "::bit(64)::bigint")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import time
 
-from jobgen.backends import (AuthFailed, ConfigError, Options, ServerError, SessionHeld, Target,
+from jobgen.runtime.backends import (AuthFailed, ConfigError, Options, ServerError, SessionHeld, Target,
                              Unreachable, bounded, describe, namespaced, sha256_hex)
 
 # MySQL refuses lock names longer than 64 characters (ER_USER_LOCK_WRONG_NAME, MySQL 5.7+).

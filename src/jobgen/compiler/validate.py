@@ -19,11 +19,11 @@ from typing import Any, Callable
 from urllib.parse import parse_qsl, urlsplit
 from zoneinfo import available_timezones
 
-from jobgen import names, timespec
-from jobgen.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
-from jobgen.escape import CONTROL
-from jobgen.load import Map, Node, Scalar, Seq
-from jobgen.model import (
+from jobgen.compiler import names, timespec
+from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
+from jobgen.compiler.escape import CONTROL
+from jobgen.compiler.load import Map, Node, Scalar, Seq
+from jobgen.compiler.model import (
     HARDENING_PROFILES,
     LOCK_SCOPES,
     OVERLAP_POLICIES,
@@ -33,8 +33,8 @@ from jobgen.model import (
     Schedule,
     Worker,
 )
-from jobgen.directive_table import LAST_RELEASE
-from jobgen.target import Target, parse_target
+from jobgen.compiler.directive_table import LAST_RELEASE
+from jobgen.compiler.target import Target, parse_target
 
 MANIFEST_VERSION = "1"
 _SURROGATE = re.compile(r"[\ud800-\udfff]")

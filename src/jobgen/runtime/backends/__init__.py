@@ -22,7 +22,7 @@ import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-# scheme -> (backend module under jobgen.backends, client library it imports, pip extra)
+# scheme -> (backend module under jobgen.runtime.backends, client library it imports, pip extra)
 SCHEMES: dict[str, tuple[str, str, str]] = {
     "redis": ("redis", "redis", "redis"),
     "rediss": ("redis", "redis", "redis"),  # TLS
@@ -167,7 +167,7 @@ def load(scheme: str):
             f"{scheme}:// needs the {client} client library ({describe(e)}): "
             f"pip install 'jobgen[{extra}]'"
         ) from None
-    return importlib.import_module(f"jobgen.backends.{module}")
+    return importlib.import_module(f"jobgen.runtime.backends.{module}")
 
 
 def namespaced(name: str) -> str:

@@ -24,8 +24,8 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from jobgen import backends
-from jobgen.backends import AuthFailed, ConfigError, LockError, ServerError, Unreachable
+from jobgen.runtime import backends
+from jobgen.runtime.backends import AuthFailed, ConfigError, LockError, ServerError, Unreachable
 
 # Outcome -> (exit code, meaning). Codes follow sysexits.h where one fits; 75 (EX_TEMPFAIL) is
 # the conflict code of every jobgen lock scope, so units count it as success

@@ -10,8 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Mapping
 
-from jobgen.diagnostics import Pos
-from jobgen.target import Target
+from jobgen.compiler.diagnostics import Pos
+from jobgen.compiler.target import Target
 
 # Policies for a run that collides with a running one (see README "Overlap").
 OVERLAP_POLICIES = ("skip", "wait", "allow")

@@ -17,7 +17,7 @@ from typing import Union
 
 import yaml
 
-from jobgen.diagnostics import ERROR, Diagnostic, ManifestError, Pos
+from jobgen.compiler.diagnostics import ERROR, Diagnostic, ManifestError, Pos
 
 
 @dataclass(frozen=True)

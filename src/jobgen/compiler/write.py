@@ -17,7 +17,7 @@ import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobgen.render import HEADER_MARK
+from jobgen.compiler.render import HEADER_MARK
 
 CREATE, UPDATE, IDENTICAL, REMOVE = "create", "update", "identical", "remove"
 # Where jobgen writes inside the output folder; prune looks nowhere else.

@@ -8,9 +8,9 @@ from __future__ import annotations
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobgen import load, plan, render, validate
-from jobgen.diagnostics import Diagnostic
-from jobgen.target import Target
+from jobgen.compiler import load, plan, render, validate
+from jobgen.compiler.diagnostics import Diagnostic
+from jobgen.compiler.target import Target
 
 
 @dataclass(frozen=True)

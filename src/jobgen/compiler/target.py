@@ -17,7 +17,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable, NamedTuple
 
-from jobgen.directive_table import DIRECTIVES, FIRST_RELEASE, LAST_RELEASE, Directive
+from jobgen.compiler.directive_table import DIRECTIVES, FIRST_RELEASE, LAST_RELEASE, Directive
 
 # Distribution presets: name -> (systemd major, citation).  The citation is the
 # distribution's systemd package; the major is what its unit-file parser is.

@@ -15,7 +15,7 @@ from __future__ import annotations
 import hashlib
 import math
 
-from jobgen.backends import (AuthFailed, ConfigError, Options, SessionHeld, Target, Unreachable,
+from jobgen.runtime.backends import (AuthFailed, ConfigError, Options, SessionHeld, Target, Unreachable,
                              bounded, describe, namespaced)
 
 # SQLSTATE -> outcome (PostgreSQL manual, Appendix A "Error Codes").

@@ -16,10 +16,10 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from jobgen import names, timespec
-from jobgen.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
-from jobgen.model import Common, Job, Manifest, Worker
-from jobgen.target import Target, parse_target
+from jobgen.compiler import names, timespec
+from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
+from jobgen.compiler.model import Common, Job, Manifest, Worker
+from jobgen.compiler.target import Target, parse_target
 
 # Stated in every output when the manifest names no target: Debian 12 and RHEL 9 ship
 # 252, the oldest systemd of the mainstream server releases still in full support.

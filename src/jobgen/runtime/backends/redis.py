@@ -12,7 +12,7 @@ import random
 import secrets
 import time
 
-from jobgen.backends import (AuthFailed, ConfigError, Options, ServerError, Target, Unreachable,
+from jobgen.runtime.backends import (AuthFailed, ConfigError, Options, ServerError, Target, Unreachable,
                              Watcher, describe, namespaced)
 
 # Acquire and fence in one atomic step: a fencing token exists iff the SET succeeded.

@@ -1,0 +1,5 @@
+"""The compile pipeline: manifest.yaml -> load -> validate -> plan -> render -> write.
+
+Imports point downward through the stages; nothing here prints or exits (cli.py does),
+and only write.py touches an output tree.
+"""

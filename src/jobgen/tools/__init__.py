@@ -1,0 +1,1 @@
+"""Tools around manifests that never touch a host."""
