@@ -1,6 +1,6 @@
 """load -> validate -> plan -> render for one manifest: the pure core in one call.
 
-cli.py and the tests use this; nothing here prints, exits or writes.
+jobgen.cli and the tests use this; nothing here prints, exits or writes.
 """
 
 from __future__ import annotations

@@ -7,7 +7,7 @@ Take the lock, start the command (same stdio; JOBGEN_LOCK_TOKEN in its environme
 backend gives a fencing token), forward SIGTERM/SIGINT/SIGHUP to it, wait, release, and exit
 with the command's status. The command never runs without the lock: every failure to take
 it has its own exit code (EXIT below) and one log line on stderr, which journald records
-for a unit. This module prints nothing else and never calls sys.exit (cli.py does).
+for a unit. This module prints nothing else and never calls sys.exit (jobgen/cli does).
 """
 
 from __future__ import annotations
@@ -76,7 +76,7 @@ class _HelpShown(Exception):
 
 
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports instead of exiting: main() returns, cli.py exits."""
+    """argparse that reports instead of exiting: main() returns, jobgen.cli exits."""
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(message)

@@ -1,0 +1,37 @@
+"""`jobgen directives`: the directives jobgen emits and whether the target supports them."""
+
+from __future__ import annotations
+
+import json
+from typing import Optional
+
+import typer
+
+from jobgen.cli.app import Format, FormatOpt, PresetOpt, SystemdOpt, resolve_target
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def directives(
+        systemd: Optional[str] = SystemdOpt,
+        preset: Optional[str] = PresetOpt,
+        fmt: Format = FormatOpt,
+    ) -> None:
+        """List the directives jobgen emits and whether the target supports them."""
+        from jobgen.compiler.plan import DEFAULT_TARGET, EMITTED, FALLBACKS
+        from jobgen.compiler.target import parse_target, supported_directives
+
+        target = resolve_target(systemd, preset) or parse_target(DEFAULT_TARGET)
+        rows = [
+            (*row, "" if row.status == "ok" else FALLBACKS.get((row.section, row.directive), "error if a manifest asks for it"))
+            for row in supported_directives(target, EMITTED)
+        ]
+        if fmt == Format.json:
+            keys = ("section", "directive", "since", "status", "when_missing")
+            doc = {"target": target.describe(), "directives": [dict(zip(keys, r)) for r in rows]}
+            typer.echo(json.dumps(doc, indent=2))
+            return
+        typer.echo(f"# {target.describe()}")
+        typer.echo("# section\tdirective\tsince\tstatus\twhen missing")
+        for row in rows:
+            typer.echo("\t".join(str(x) for x in row).rstrip("\t"))

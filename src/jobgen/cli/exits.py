@@ -1,0 +1,5 @@
+"""jobgen's own exit codes (README "Exit codes"); a job's or a lock holder's codes pass through."""
+
+EXIT_OK = 0
+EXIT_DRIFT = 1  # --check: something would change
+EXIT_INVALID = 2  # invalid manifest, bad usage or bad target
