@@ -65,11 +65,22 @@ REPORTER = (
 # calendar slot or a `systemctl start` within the window after a run is deferred too
 # (README "Overrun"; `jobgen run` never is).
 DEFER_WINDOW_USEC = 2_000_000
+# The stamp is data, never code: it is read with `read` (its open inside the 2>/dev/null
+# group, so a missing or unreadable stamp writes nothing to the journal) and used only if
+# it is 1 to 18 digits without a leading zero, so no shell ever evaluates its content in
+# $((...)) (bash would run `x[$(cmd)]`; dash would exit 2 and so defer every run), a
+# leading 0 is never read as octal, and the number fits a 64-bit shell integer. A stamp
+# from the future is ignored. Whatever is wrong with the stamp, the job runs (exit 0);
+# only a genuine end less than the window ago defers it (exit 1: ExecCondition= skips).
 DEFER_CHECK = (
-    'now=$(date +%s%6N); ended=; read -r ended < "$1" 2>/dev/null; [ -n "$ended" ] || exit 0; '
+    'now=$(date +%s%6N); ended=; { read -r ended < "$1"; } 2>/dev/null; '
+    "case $now in ''|*[!0-9]*) exit 0 ;; esac; "
+    "case $ended in ''|0*|*[!0-9]*|???????????????????*) exit 0 ;; esac; "
+    '[ "$ended" -gt "$now" ] && exit 0; '
     f'if [ $((now - ended)) -lt {DEFER_WINDOW_USEC} ]; then '
     'echo "previous run ended $(((now - ended) / 1000))ms ago: '
-    'deferring this catch-up activation to the next calendar slot (DeferReactivation emulation)"; exit 1; fi'
+    'deferring this catch-up activation to the next calendar slot (DeferReactivation emulation)"; exit 1; fi; '
+    "exit 0"
 )
 
 
