@@ -28,15 +28,15 @@ def template_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "templates"
 
 
-def _value(value: Exec | Env | Raw) -> str:
+def _value(value: Exec | Env | Raw, section: str, directive: str) -> str:
+    """The text after ``directive=``, escaped by that directive's rules (escape.py)."""
     if isinstance(value, Exec):
+        escape.require_expansion(section, directive)
         return escape.exec_line(value.argv, value.prefix)
     if isinstance(value, Env):
+        escape.require_expansion(section, directive)
         return escape.env_assignment(value.name, value.value)
-    if value.specifiers:
-        escape.specifiers(value.text)  # still refuses control characters
-        return value.text
-    return escape.specifiers(value.text)
+    return escape.setting(section, directive, value.text, own_specifiers=value.specifiers)
 
 
 @lru_cache(maxsize=1)

@@ -21,7 +21,7 @@ from zoneinfo import available_timezones
 
 from jobgen.compiler import names, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
-from jobgen.compiler.escape import CONTROL
+from jobgen.compiler.escape import CONTROL, SURROGATE
 from jobgen.compiler.load import Map, Node, Scalar, Seq
 from jobgen.compiler.model import (
     HARDENING_PROFILES,
@@ -37,7 +37,6 @@ from jobgen.compiler.directive_table import LAST_RELEASE
 from jobgen.compiler.target import Target, parse_target
 
 MANIFEST_VERSION = "1"
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class Invalid(Exception):
@@ -80,7 +79,7 @@ def control_problem(value: str) -> str | None:
 
 
 def _surrogate_problem(text: str) -> str | None:
-    m = _SURROGATE.search(text)
+    m = SURROGATE.search(text)
     if m is None:
         return None
     # YAML "\ud83d\ude00" is two lone UTF-16 halves, not the emoji: no UTF-8 form exists.
@@ -237,11 +236,24 @@ def user_name(node: Node) -> str:
 
 
 def memory_size(node: Node) -> str:
+    """MemoryMax= (systemd.resource-control(5)): bytes with K/M/G/T (base 1024), or a
+    percentage of physical memory. systemd reads a bare number as bytes and refuses 0 and
+    more than 100% ("out of range"); a percentage is kept as written, never as '%%'
+    (MemoryMax= does not expand specifiers, specifier_table.py)."""
     value = _scalar(node, "a size such as 512M or 2G")
     number, unit = value[:-1], value[-1:]
-    if value.isdigit() or (unit in "KMGT" and number.isdigit()) or (unit == "%" and number.isdigit()):
-        return value
-    raise Invalid(f"expected a size such as 512M, 2G or 50%, got '{value}'")
+    if value.isdigit():
+        raise Invalid(
+            f"'{value}' would be {value} bytes: systemd reads a number without a unit as bytes; "
+            f"write the unit, e.g. '{value}M' or '{value}G'"
+        )
+    if not (number.isdigit() and unit in "KMGT%"):
+        raise Invalid(f"expected a size such as 512M, 2G or 50%, got '{value}'")
+    if int(number) == 0:
+        raise Invalid(f"'{value}' is no memory at all (systemd refuses a zero limit); remove memory_max for no limit")
+    if unit == "%" and int(number) > 100:
+        raise Invalid(f"'{value}' is more than the host's memory; a percentage of physical memory is 1% to 100%")
+    return value
 
 
 def stop_signal(node: Node) -> str:
