@@ -5,7 +5,7 @@ Every directive jobgen writes goes through ``_Unit.set``, which asks the target
 target range accepts it. A directive the target lacks is never written: the feature
 that asked for it either has a fallback in ``FALLBACKS`` (reported as a note) or is a
 positioned error. Values that changed meaning across releases are gated the same way
-through ``Target.lacking_value``.
+through ``Target.lacking_values`` in the same ``_Unit.set``.
 
 Nothing here escapes text for unit files: argv stays a tuple of strings inside
 ``Exec`` values until the template filter renders it (escape.py).
@@ -202,6 +202,8 @@ EMITTED: tuple[tuple[str, str], ...] = (
 ) + tuple(dict.fromkeys((s, d) for s, d, _ in _HARDENING_STRICT))
 
 
+_EMITTED = frozenset(EMITTED)
+
 # Directive -> what jobgen does when the target lacks it (instead of an error).
 FALLBACKS: dict[tuple[str, str], str] = {
     ("Timer", "DeferReactivation"): "emulated with ExecCondition= (README: Overrun)",
@@ -211,8 +213,29 @@ FALLBACKS: dict[tuple[str, str], str] = {
 } | {(s, d): "left out of the hardening profile" for s, d, _ in _HARDENING_STRICT}
 
 
+# A value the target lacks (target.VALUE_GATES) -> the value written instead, with a note.
+# Any other lacking value is a positioned error.
+VALUE_FALLBACKS: dict[tuple[str, str, str], str] = {
+    # Type=exec (240) only adds "start fails if exec fails"; simple runs the same program.
+    ("Service", "Type", "exec"): "simple",
+    # ProtectSystem=strict (232): the default profile's full is the strongest older value.
+    ("Service", "ProtectSystem", "strict"): "full",
+}
+
+
+def _text(value: Value) -> str:
+    """What value gates look at: the text, or for an Exec*= line jobgen's own prefix."""
+    if isinstance(value, Exec):
+        return value.prefix
+    if isinstance(value, Env):
+        return f"{value.name}={value.value}"
+    return value.text
+
+
 class _Unit:
-    """Collects one unit's directives, checking each against the target."""
+    """Collects one unit's directives. ``set`` is the single point where a directive is
+    written: it asks the target for the directive and for the value (every row of
+    target.VALUE_GATES), so neither can be written without its gate."""
 
     def __init__(self, ctx: "_Context", filename: str, kind: str):
         self.ctx, self.filename, self.kind = ctx, filename, kind
@@ -229,10 +252,29 @@ class _Unit:
             self.ctx.note(pos, f"{key}= {reason}: {fallback}")
         return False
 
-    def set(self, section: str, key: str, value: Value, pos: Pos | None = None, feature: str | None = None) -> None:
-        pos = pos or self.ctx.pos
-        if self.supported(section, key, pos, feature or key):
-            self.sections.setdefault(section, []).append((key, value))
+    def _gated(self, section: str, key: str, value: Value, pos: Pos, feature: str) -> Value | None:
+        written = {k: _text(v) for rows in self.sections.values() for k, v in rows}
+        for gate, reason in self.ctx.target.lacking_values(section, key, _text(value), written):
+            instead = VALUE_FALLBACKS.get((section, key, gate.value))
+            if instead is None:
+                self.ctx.error(pos, f"{self.ctx.what}: '{feature}' {reason}")
+                return None
+            self.ctx.note(pos, f"{reason}: {key}={instead}")
+            value = Raw(instead)
+        return value
+
+    def set(self, section: str, key: str, value: Value, pos: Pos | None = None, feature: str | None = None) -> Value | None:
+        """Write ``key=value`` if the target has both; returns what was written (a
+        fallback value, or None when nothing was)."""
+        if (section, key) not in _EMITTED:
+            raise ValueError(f"[{section}] {key}= is not in plan.EMITTED")  # a jobgen bug
+        pos, feature = pos or self.ctx.pos, feature or key
+        if not self.supported(section, key, pos, feature):
+            return None
+        gated = self._gated(section, key, value, pos, feature)
+        if gated is not None:
+            self.sections.setdefault(section, []).append((key, gated))
+        return gated
 
     def freeze(self, comment: str = "") -> UnitFile:
         order = ("Unit", "Service", "Timer", "Install")
@@ -245,19 +287,23 @@ class _Context:
         self.target, self.holder, self.pos = target, holder, pos
         self.what = ""  # "job 'x'" / "worker 'y'": how messages name what they are about
         self.diags: list[Diagnostic] = []
+        self._noted: dict[str, list] = {}  # message -> [first position, count]
 
     def error(self, pos: Pos, message: str) -> None:
         self.diags.append(Diagnostic(pos, ERROR, message))
 
     def note(self, pos: Pos, message: str) -> None:
-        self.diags.append(Diagnostic(pos, NOTE, message))
+        # One note per fallback per manifest, at its first place: a fallback is a fact
+        # about the target, and 1,000 jobs must not print it 1,000 times.
+        seen = self._noted.setdefault(message, [pos, 0])
+        seen[0] = min(seen[0], pos)
+        seen[1] += 1
 
-    def value_ok(self, section: str, key: str, value: str, pos: Pos, feature: str) -> bool:
-        reason = self.target.lacking_value(section, key, value)
-        if reason is not None:
-            self.error(pos, f"{self.what}: '{feature}' {reason}")
-            return False
-        return True
+    def notes(self) -> list[Diagnostic]:
+        return [
+            Diagnostic(pos, NOTE, message if count == 1 else f"{message} (and {count - 1} more in this manifest)")
+            for message, (pos, count) in self._noted.items()
+        ]
 
 
 def _span(usec: int) -> Raw:
@@ -300,10 +346,13 @@ def _hardening(u: _Unit, c: Common, writable: tuple[str, ...] = ()) -> None:
         else:
             chosen[key] = [value]
     pos = c.where("hardening")
+    written = {}
     for key, values in chosen.items():
         for value in values:
-            u.set("Service", key, Raw(value), pos, f"hardening: {c.hardening}")
-    if writable and chosen.get("ProtectSystem") == ["strict"]:
+            written[key] = u.set("Service", key, Raw(value), pos, f"hardening: {c.hardening}")
+    # Only ProtectSystem=strict makes the file system read-only; a target without it
+    # gets full (VALUE_FALLBACKS), under which /run stays writable.
+    if writable and written.get("ProtectSystem") == Raw("strict"):
         for path in writable:
             u.set("Service", "ReadWritePaths", Raw(path))
 
@@ -366,9 +415,9 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     timer.set("Unit", "Description", Raw(f"Schedule for {job.name}: {description}"))
     sched = job.schedule
     if sched.kind == "calendar":
-        if sched.has_timezone:
-            ctx.value_ok("Timer", "OnCalendar", "time zone", job.where("timezone") if "timezone" in job.keypos else job.where("schedule"), "time zone in schedule")
-        timer.set("Timer", "OnCalendar", Raw(sched.calendar or ""))
+        # A time zone (235) or '~' (233) in the expression is gated by set, at the key that wrote it.
+        asked = "timezone" if "timezone" in job.keypos else "schedule"
+        timer.set("Timer", "OnCalendar", Raw(sched.calendar or ""), job.where(asked), asked)
     elif sched.kind == "every":
         # Runs start every N: the first N after the timer starts, then N after each start.
         # With overlap: skip the interval is counted from the end of the previous run
@@ -463,15 +512,7 @@ def _worker_files(ctx: _Context, w: Worker) -> list[UnitFile]:
     if template:
         # PartOf=: stopping or restarting NAME.target reaches every instance.
         svc.set("Unit", "PartOf", Raw(f"{w.name}.target"))
-    wtype = w.type
-    reason = ctx.target.lacking_value("Service", "Type", wtype)
-    if reason and wtype == "exec":
-        # Type=exec (240) only adds "start fails if exec fails"; simple runs the same program.
-        ctx.note(w.where("type"), f"{reason}: Type=simple")
-        wtype = "simple"
-    elif reason:
-        ctx.error(w.where("type"), f"{ctx.what}: 'type: {wtype}' {reason}")
-    svc.set("Service", "Type", Raw(wtype))
+    svc.set("Service", "Type", Raw(w.type), w.where("type"), f"type: {w.type}")
     _common_service(svc, w)
     svc.set("Service", "ExecStart", Exec(w.command))
     svc.set("Service", "Restart", Raw(w.restart))
@@ -528,9 +569,9 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
         head = [f"d {names.LOCK_DIR} 0755 root root -"]
         name = tmpfiles_name or "jobgen.conf"
         files.append(UnitFile(f"tmpfiles.d/{name}", "tmpfiles", lines=tuple(head + sorted(tmp_lines))))
-    if any(d.severity == ERROR for d in ctx.diags):
-        raise ManifestError(ctx.diags)
-    notes = sorted(set(ctx.diags))
+    if ctx.diags:  # only errors: notes are kept apart, one per fallback (_Context.note)
+        raise ManifestError(ctx.diags + ctx.notes())
+    notes = sorted(ctx.notes())
     if assumed:
         notes.insert(0, Diagnostic(ctx.pos, NOTE, f"no target systemd given (target: {{systemd: ...}} or --systemd); assuming {DEFAULT_TARGET}"))
     return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs)
