@@ -7,6 +7,8 @@
 Ranges count: a directive is allowed only if every release in the range has it.
 """
 
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -175,4 +177,18 @@ def test_strict_hardening_on_231_falls_back_to_protect_system_full() -> None:
     assert not any(line.startswith("ReadWritePaths=") for line in service)  # only strict needs them
     assert "m.yaml:6:5: note: ProtectSystem=strict needs systemd >= 232; target is 231: ProtectSystem=full" in [
         str(d) for d in result.diagnostics
+    ]
+
+
+def test_one_note_per_fallback_per_manifest(tmp_path: Path) -> None:
+    """1,000 skip jobs on 252 share one fallback (the DeferReactivation emulation): one line."""
+    jobs = "".join(f"  j{i:04}:\n    command: [/bin/true]\n    schedule: daily\n" for i in range(1000))
+    manifest = tmp_path / "many.yaml"
+    manifest.write_text("jobgen: 1\ntarget: {systemd: '252'}\njobs:\n" + jobs)
+    result = subprocess.run([sys.executable, "-m", "jobgen", "check", str(manifest)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in (result.stdout + result.stderr).splitlines() if ": note: " in line]
+    assert notes == [
+        f"{manifest}:4:3: note: DeferReactivation= needs systemd >= 257; target is 252: "
+        "emulated with ExecCondition= (README: Overrun) (and 999 more in this manifest)"
     ]
