@@ -19,6 +19,9 @@ from support.sdanalyze import VerifyResult, host_analyzer, missing_reason, versi
 ROOT = Path(__file__).resolve().parents[1]
 MANIFESTS = sorted((ROOT / "examples").glob("*.yaml")) + sorted((ROOT / "tests" / "cases").glob("*.yaml"))
 RELEASES = (247, 252, 257, 262)
+# Cases whose directives need a newer systemd than some releases: (manifest stem -> releases).
+ONLY = {"newest": (262,)}
+PAIRS = [(m, r) for m in MANIFESTS for r in ONLY.get(m.stem, RELEASES)]
 UNIT_SUFFIXES = (".service", ".timer", ".target")
 EXEC_PATH = re.compile(r"^Exec\w+=[-+@:!]*(/[^\s\"]+)", re.M)
 
@@ -48,8 +51,7 @@ def analyzer_or_skip(release: int):
 
 
 @pytest.mark.matrix
-@pytest.mark.parametrize("release", RELEASES)
-@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.stem)
+@pytest.mark.parametrize("manifest, release", PAIRS, ids=[f"{m.stem}-{r}" for m, r in PAIRS])
 def test_release_verifies_its_own_render(tmp_path: Path, manifest: Path, release: int) -> None:
     analyzer = analyzer_or_skip(release)
     units = render_into(tmp_path, manifest, str(release))
@@ -62,6 +64,8 @@ def test_host_verifies_render_for_its_version(tmp_path: Path, manifest: Path) ->
     analyzer = host_analyzer()
     if analyzer is None:
         pytest.skip("systemd-analyze not found: apt-get install systemd")
+    if analyzer.version not in ONLY.get(manifest.stem, (analyzer.version,)):
+        pytest.skip(f"{manifest.name} needs a newer systemd than this host's {analyzer.version}")
     units = render_into(tmp_path, manifest, str(analyzer.version))
     result = analyzer.verify(units, stubs=stubs_for(units))
     assert (result.rc, result.lines) == (0, [])
