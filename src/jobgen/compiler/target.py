@@ -17,6 +17,9 @@ import re
 from dataclasses import dataclass
 from typing import Callable, Iterable, Mapping, NamedTuple
 
+from packaging.specifiers import InvalidSpecifier, Specifier
+from packaging.version import InvalidVersion, Version
+
 from jobgen.compiler import timespec
 
 from jobgen.compiler.directive_table import DIRECTIVES, FIRST_RELEASE, LAST_RELEASE, Directive
@@ -108,7 +111,6 @@ for _gate in VALUE_GATES:
     _GATES_BY_DIRECTIVE.setdefault((_gate.section, _gate.directive), []).append(_gate)
 
 _CLAUSE = re.compile(r"(?P<op>===|>=|<=|==|!=|~=|>|<)?\s*(?P<version>[^<>=!~\s].*)")
-_MAJOR = re.compile(r"[0-9]+")
 # A distribution version string: major, then anything after . ~ + - or space
 # ("252.38-1~deb12u1", "249.11-0ubuntu3", "252-46.el9_4").
 _PACKAGE_VERSION = re.compile(r"(?P<major>[0-9]+)(?:[.~+\-].*)?")
@@ -241,19 +243,41 @@ def parse_target(text: str) -> Target:
     return Target(low, high, ",".join(canonical))
 
 
+# Range clauses are PEP 440 version specifiers (packaging.specifiers), of which a target
+# uses the comparisons that bound a range of major releases. ~= and != would make holes
+# or depend on minor versions systemd's unit-file parser never changes at.
+_OPERATORS = (">=", "<=", "==", ">", "<")
+
+
 def _clause(clause: str, whole: str) -> tuple[str, int]:
-    m = _CLAUSE.fullmatch(clause)
-    if not clause or not m or not m["op"]:
-        raise ValueError(f"cannot read {clause!r} in systemd target {whole!r}; "
-                         "expected clauses like '>=252', '<258' or '==257' joined by ','")
-    if m["op"] not in (">=", "<=", "==", ">", "<"):
-        raise ValueError(f"operator {m['op']!r} in systemd target {whole!r} is not supported; "
+    try:
+        spec = Specifier(clause)
+    except InvalidSpecifier:
+        m = _CLAUSE.fullmatch(clause)
+        if not clause or not m or not m["op"] or m["op"] in _OPERATORS:
+            raise ValueError(f"cannot read {clause!r} in systemd target {whole!r}; "
+                             "expected clauses like '>=252', '<258' or '==257' joined by ','") from None
+        spec = None
+        op = m["op"]
+    else:
+        op = spec.operator
+    if op not in _OPERATORS:
+        raise ValueError(f"operator {op!r} in systemd target {whole!r} is not supported; "
                          "use >=, >, <=, < or ==")
-    version = m["version"].strip()
-    if not _MAJOR.fullmatch(version):
+    version = spec.version if spec is not None else ""
+    if not _is_major(version):
         raise ValueError(f"{version!r} in systemd target {whole!r} is not a systemd major "
                          "release; write a whole number such as 252")
-    return m["op"], int(version)
+    return op, int(version)
+
+
+def _is_major(version: str) -> bool:
+    """'252': a PEP 440 version that is one whole number, written as such."""
+    try:
+        parsed = Version(version)
+    except InvalidVersion:  # '252.*' is a valid specifier, not a version
+        return False
+    return str(parsed) == version and len(parsed.release) == 1
 
 
 def _check_known(release: int, whole: str) -> None:
