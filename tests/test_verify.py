@@ -160,7 +160,7 @@ def _probe_units(folder: Path, release: int) -> dict[str, tuple[str, str]]:
         if row.section == "Install" or not target.has(row.section, row.directive):
             continue
         # LoadCredential= is NAME:PATH; before 252 a value without ':' is refused unread.
-        value = "c:/%Z" if row.directive == "LoadCredential" else "%Z"
+        value = "c:/%Z" if row.directive.startswith("LoadCredential") else "%Z"
         if row.section == "Timer":
             name, body = f"p{i}.timer", f"[Timer]\n{row.directive}={value}\nOnCalendar=daily\nUnit=probe-target.service\n"
         else:
