@@ -7,6 +7,11 @@ that asked for it either has a fallback in ``FALLBACKS`` (reported as a note) or
 positioned error. Values that changed meaning across releases are gated the same way
 through ``Target.lacking_values`` in the same ``_Unit.set``.
 
+A simple manifest key writes its directive from its row of the key table
+(validate.JOB_KEYS / WORKER_KEYS, ``Writes``), walked by ``_write_keys``; what overlap
+policies and lock scopes do is asked of contract/policies.py. EMITTED, every directive
+jobgen can write, is derived from those tables and ``OWN_DIRECTIVES``.
+
 Nothing here escapes text for unit files: argv stays a tuple of strings inside
 ``Exec`` values until the template filter renders it (escape.py).
 """
@@ -103,9 +108,10 @@ class Env:
 
 @dataclass(frozen=True)
 class Raw:
-    """A value jobgen composed itself from checked parts (numbers, unit names, time
-    spans in systemd's syntax); rendered with specifier escaping only, unless jobgen
-    itself wrote a specifier on purpose (``specifiers=True``, e.g. ``%i``)."""
+    """A plain value (numbers, names, paths, time spans in systemd's syntax), escaped by
+    its directive's own rule (escape.setting: '%' doubled only where the directive expands
+    specifiers), unless jobgen itself wrote a specifier on purpose (``specifiers=True``,
+    e.g. ``%i``), which only an expanding directive may carry."""
 
     text: str
     specifiers: bool = False

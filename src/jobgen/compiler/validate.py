@@ -1,7 +1,8 @@
 """Stage 2: the str tree from load.py -> the typed model, or every problem at once.
 
 The schema is data: ``JOB_KEYS``/``WORKER_KEYS`` map each manifest key to the model
-field it fills and the converter that checks it. A converter raises ``Invalid`` with a
+field it fills, the converter that checks it and, for a simple key, the directive it
+writes (``Writes``, walked by plan.py). A converter raises ``Invalid`` with a
 message; ``_convert_keys`` adds the place, the job and the key, and keeps going so the
 user sees all problems in one run. Cross-key rules (``overlap: wait`` needs
 ``wait_timeout``, ...) live in ``_job_rules``/``_worker_rules`` after the per-key pass.
