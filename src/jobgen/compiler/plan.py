@@ -404,9 +404,9 @@ def _lock_argv(ctx: _Context, job: Job) -> tuple[tuple[str, ...], str | None]:
     """The lock wrapper in front of the job's argv, and the host lock file if any."""
     lock = job.lock
     wait = timespec.seconds_ceiling(job.wait_usec) if job.wait_usec else None
-    if lock is None or lock.scope == "unit":
+    if lock is None or lock.kind.wrapper == "none":
         return job.command, None
-    if lock.scope == "host":
+    if lock.kind.wrapper == "flock":
         path = lock.path or names.lock_file(lock.name)
         mode = ("--wait", str(wait)) if wait else ("--nonblock",)
         # No --close: the job keeps the lock's file descriptor, so if flock itself is
