@@ -1,0 +1,97 @@
+"""`jobgen-generator NORMAL_DIR [EARLY_DIR LATE_DIR]`: the systemd generator (console script).
+
+systemd runs it at boot and at every daemon-reload, before any unit is loaded, so it
+starts lean: no typer, and the compiler only when there is a manifest to compile. What it
+generates is decided in host/generator.py; this module reads the environment, prints the
+problems and picks the exit code.
+
+Where its messages go (systemd.generator(7): a generator may not talk to any process, so
+no syslog and no journal socket): to stderr, and, when systemd ran it and stderr is not
+a journal stream, also to /dev/kmsg with the identifier "jobgen-generator" and a syslog
+priority, which journald reads into the journal. This is what systemd's own generators
+do (log_setup_generator(): LOG_TARGET_JOURNAL_OR_KMSG, with the journal socket forbidden
+in system scope). Exit 0 unless the output folder cannot be written: a bad manifest is
+reported and skipped, never a failed generator.
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+
+IDENT = "jobgen-generator"
+USAGE = f"usage: {IDENT} NORMAL_DIR [EARLY_DIR LATE_DIR]  (systemd.generator(7); manifests from /etc/jobgen, /usr/lib/jobgen or $JOBGEN_MANIFEST_DIRS)"
+# syslog(3) priorities journald stores as PRIORITY= for a /dev/kmsg record
+PRIORITY = {"error": 3, "warning": 4, "note": 5, "info": 6}
+# The kernel refuses a /dev/kmsg record longer than 1024 bytes (PRINTKRB_RECORD_MAX).
+KMSG_MAX = 960
+# Problems worth a line at every boot and reload; notes (fallbacks the target needs) are
+# what `jobgen check` is for.
+SHOWN = ("error", "warning")
+
+
+class Log:
+    def __init__(self, env: dict[str, str]):
+        self.kmsg: int | None = None
+        if _run_by_systemd(env) and not _stderr_is_journal(env):
+            try:
+                self.kmsg = os.open("/dev/kmsg", os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+            except OSError:
+                self.kmsg = None  # no /dev/kmsg (some containers): stderr is all there is
+
+    def __call__(self, severity: str, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+        if self.kmsg is not None:
+            record = f"<{PRIORITY[severity]}>{IDENT}[{os.getpid()}]: {text}".encode()[:KMSG_MAX] + b"\n"
+            try:
+                os.write(self.kmsg, record)
+            except OSError:
+                pass
+
+
+def _run_by_systemd(env: dict[str, str]) -> bool:
+    # systemd sets $SYSTEMD_EXEC_PID to the pid of what it executes, generators included
+    # (sd_invoked_by_systemd in systemd's log.c reads it the same way).
+    return env.get("SYSTEMD_EXEC_PID") == str(os.getpid())
+
+
+def _stderr_is_journal(env: dict[str, str]) -> bool:
+    # $JOURNAL_STREAM is "device:inode" of the journal stream systemd connected (systemd.exec(5)).
+    try:
+        st = os.fstat(2)
+    except OSError:
+        return False
+    return env.get("JOURNAL_STREAM") == f"{st.st_dev}:{st.st_ino}"
+
+
+def run(argv: list[str], env: dict[str, str]) -> int:
+    if len(argv) not in (1, 3) or argv[0].startswith("-"):
+        print(USAGE, file=sys.stderr)
+        return 2
+    # Jobs belong to the booted system: nothing in the initrd, nothing for a user manager.
+    if env.get("SYSTEMD_IN_INITRD") == "1" or env.get("SYSTEMD_SCOPE") == "user":
+        return 0
+    from jobgen.host import generator
+
+    manifests = generator.discover(generator.manifest_dirs(env))
+    if not manifests:
+        return 0
+    log = Log(env)
+    normal = argv[0]
+    running, _ = generator.running_systemd()
+    outcome = generator.generate(manifests, normal, running, holder=generator.sibling_holder(sys.argv[0]))
+    for d in outcome.diagnostics:
+        if d.severity in SHOWN:
+            log(d.severity, str(d))
+    for path in outcome.skipped:
+        log("error", f"{IDENT}: {path} skipped: none of its units were generated; fix it, then `systemctl daemon-reload`")
+    try:
+        generator.write(normal, outcome)
+    except OSError as exc:
+        log("error", f"{IDENT}: cannot write into {normal}: {exc}")
+        return 1
+    return 0
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:], dict(os.environ)))
