@@ -5,17 +5,24 @@ starts lean: no typer, and the compiler only when there is a manifest to compile
 generates is decided in host/generator.py; this module reads the environment, prints the
 problems and picks the exit code.
 
-Where its messages go (systemd.generator(7): a generator may not talk to any process, so
-no syslog and no journal socket): to stderr, and, when systemd ran it and stderr is not
-a journal stream, also to /dev/kmsg with the identifier "jobgen-generator" and a syslog
-priority, which journald reads into the journal. This is what systemd's own generators
-do (log_setup_generator(): LOG_TARGET_JOURNAL_OR_KMSG, with the journal socket forbidden
-in system scope). Exit 0 unless the output folder cannot be written: a bad manifest is
-reported and skipped, never a failed generator.
+Where its messages go. systemd gives a generator /dev/null as stdout and stderr at
+daemon-reload (seen on 252 and 257) and forbids talking to other processes, so, like
+systemd's own generators (log_setup_generator(): the kernel log in system scope), each
+problem is written:
+- to stderr, always (a run by hand, a test);
+- when systemd ran it: to /dev/kmsg as "<priority>jobgen-generator[pid]: text", which
+  journald reads into the journal (SYSLOG_IDENTIFIER=jobgen-generator, PRIORITY=);
+- where there is no /dev/kmsg (systemd-nspawn hides it from containers): to journald's
+  native socket, one non-blocking datagram per problem, so the generator can never wait
+  on journald; before journald runs (the first pass at boot) the socket does not exist
+  and the message is lost there, which `jobgen check /etc/jobgen/*.yaml` reproduces.
+Exit 0 unless the output folder cannot be written: a bad manifest is reported and
+skipped, never a failed generator.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
 
@@ -28,40 +35,48 @@ KMSG_MAX = 960
 # Problems worth a line at every boot and reload; notes (fallbacks the target needs) are
 # what `jobgen check` is for.
 SHOWN = ("error", "warning")
+JOURNAL_SOCKET = "/run/systemd/journal/socket"
 
 
 class Log:
     def __init__(self, env: dict[str, str]):
         self.kmsg: int | None = None
-        if _run_by_systemd(env) and not _stderr_is_journal(env):
-            try:
-                self.kmsg = os.open("/dev/kmsg", os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
-            except OSError:
-                self.kmsg = None  # no /dev/kmsg (some containers): stderr is all there is
+        self.journal = None
+        if not _run_by_systemd(env):
+            return
+        try:
+            self.kmsg = os.open("/dev/kmsg", os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            self.journal = _journal_socket()
 
     def __call__(self, severity: str, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
         if self.kmsg is not None:
             record = f"<{PRIORITY[severity]}>{IDENT}[{os.getpid()}]: {text}".encode()[:KMSG_MAX] + b"\n"
-            try:
+            with contextlib.suppress(OSError):
                 os.write(self.kmsg, record)
-            except OSError:
-                pass
+        elif self.journal is not None:
+            # Native protocol (systemd-journald.service(8)): KEY=value lines, one datagram.
+            fields = {"MESSAGE": text.replace("\n", " "), "PRIORITY": str(PRIORITY[severity]), "SYSLOG_IDENTIFIER": IDENT}
+            with contextlib.suppress(OSError):  # a full buffer (EAGAIN) drops the line, never waits
+                self.journal.send("".join(f"{k}={v}\n" for k, v in fields.items()).encode())
+
+
+def _journal_socket():
+    import socket
+
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+        sock.connect(JOURNAL_SOCKET)
+        return sock
+    except OSError:
+        return None
 
 
 def _run_by_systemd(env: dict[str, str]) -> bool:
     # systemd sets $SYSTEMD_EXEC_PID to the pid of what it executes, generators included
     # (sd_invoked_by_systemd in systemd's log.c reads it the same way).
     return env.get("SYSTEMD_EXEC_PID") == str(os.getpid())
-
-
-def _stderr_is_journal(env: dict[str, str]) -> bool:
-    # $JOURNAL_STREAM is "device:inode" of the journal stream systemd connected (systemd.exec(5)).
-    try:
-        st = os.fstat(2)
-    except OSError:
-        return False
-    return env.get("JOURNAL_STREAM") == f"{st.st_dev}:{st.st_ino}"
 
 
 def run(argv: list[str], env: dict[str, str]) -> int:

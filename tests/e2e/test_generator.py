@@ -1,0 +1,116 @@
+"""jobgen-generator on real systemd 252 and 257: manifests in /etc/jobgen/ become running
+timers at daemon-reload, and a broken manifest beside them is reported, not fatal.
+
+jobgen is installed in the container from this worktree's wheel (/opt/jobgen, with
+/usr/bin/jobgen-generator), and the generator is enabled the way the README says:
+a link in /etc/systemd/system-generators/.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jobgen.compiler.names import LOCK_DIR
+
+pytestmark = pytest.mark.e2e
+
+GENERATOR_LINK = "/etc/systemd/system-generators/jobgen-generator"
+IDENT = "jobgen-generator"
+
+# No target: the generator targets the systemd it runs under. The job checks from inside
+# that it runs under its own lock: a second flock on the same file must fail.
+GOOD = """\
+jobgen: 1
+jobs:
+  gen-tick:
+    description: a job generated from /etc/jobgen
+    command: [/bin/sh, -c, 'if /usr/bin/flock --nonblock "$0" true; then echo lock-free; exit 1; fi; echo lock-held', "{lock}"]
+    schedule: {{every: 5s}}
+"""
+
+# Line 6, column 14: the value of 'overlap'.
+BROKEN = """\
+jobgen: 1
+jobs:
+  gen-broken:
+    command: [/bin/true]
+    schedule: "*:0/5"
+    overlap: sometimes
+"""
+BROKEN_ERROR = (
+    "/etc/jobgen/broken.yaml:6:14: error: job 'gen-broken': 'overlap': must be one of skip, wait, allow; got 'sometimes'"
+)
+
+
+@pytest.fixture
+def generated(systemd_jobgen, scenario):
+    """The generator enabled, a good and a broken manifest in /etc/jobgen, daemon-reload.
+    Afterwards the manifests and the link are removed and systemd reloaded again, so the
+    other scenarios of the session see no generated units."""
+    c = systemd_jobgen
+    # The README's installation command, as an administrator types it.
+    c.run("/bin/sh", "-c", f'mkdir -p {GENERATOR_LINK.rsplit("/", 1)[0]} && ln -s "$(command -v jobgen-generator)" {GENERATOR_LINK}')
+    c.write_file("/etc/jobgen/good.yaml", GOOD.format(lock=f"{LOCK_DIR}/gen-tick.lock"))
+    c.write_file("/etc/jobgen/broken.yaml", BROKEN)
+    scenario.units += ["gen-tick.timer", "gen-tick.service"]
+    c.systemctl("daemon-reload")
+    yield c
+    c.systemctl("stop", "gen-tick.timer", "gen-tick.service", check=False)
+    c.run("rm", "-rf", "/etc/jobgen", GENERATOR_LINK)
+    c.systemctl("daemon-reload")
+
+
+def _show(c, unit: str, *props: str) -> dict[str, str]:
+    out = c.systemctl("show", unit, *(f"--property={p}" for p in props)).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def test_a_manifest_in_etc_jobgen_becomes_an_enabled_timer_that_runs_under_its_lock(generated, scenario):
+    c = generated
+    timer = _show(c, "gen-tick.timer", "LoadState", "FragmentPath", "SourcePath", "WantedBy", "UnitFileState")
+    assert timer["LoadState"] == "loaded", timer
+    assert timer["FragmentPath"] == "/run/systemd/generator/gen-tick.timer"
+    assert timer["SourcePath"] == "/etc/jobgen/good.yaml"
+    # Enabled the way [Install] would: timers.target wants it, so every boot starts it.
+    assert "timers.target" in timer["WantedBy"].split(), timer
+    assert timer["UnitFileState"] == "generated"
+    assert c.run("readlink", "/run/systemd/generator/timers.target.wants/gen-tick.timer").stdout.strip() == "../gen-tick.timer"
+    # The manifest names no target: the units target the systemd that runs them.
+    header = c.read_file("/run/systemd/generator/gen-tick.timer").decode()
+    assert f"Target: systemd {c.release}." in header.splitlines()[1]
+
+    # After a reload systemd starts nothing new by itself (systemd.generator(7)): start the
+    # timer, as the README says (a boot does it through timers.target.wants).
+    c.systemctl("start", "gen-tick.timer")
+    outcomes = scenario.wait_outcomes("gen-tick", count=1, timeout=90)
+    assert outcomes[0] == "success", scenario.journal_text("gen-tick.service")
+    runs = scenario.runs("gen-tick.service")
+    assert any("lock-held" in m for r in runs for m in r.messages()), scenario.journal_text("gen-tick.service")
+    # The lock file was made by the generated jobgen-locks.service before the run.
+    assert c.run("test", "-f", f"{LOCK_DIR}/gen-tick.lock", check=False).returncode == 0
+    locks = _show(c, "jobgen-locks.service", "LoadState", "Result", "FragmentPath")
+    assert locks == {"LoadState": "loaded", "Result": "success", "FragmentPath": "/run/systemd/generator/jobgen-locks.service"}
+
+
+def test_a_broken_manifest_is_reported_in_the_journal_with_its_position_and_skipped(generated, scenario):
+    c = generated
+    lines = scenario.wait_for(
+        lambda: c.journal(f"SYSLOG_IDENTIFIER={IDENT}"),
+        lambda entries: any(e.get("MESSAGE") == BROKEN_ERROR for e in entries),
+        60,
+        "the generator's error line for broken.yaml",
+    )
+    errors = [e for e in lines if e.get("MESSAGE") == BROKEN_ERROR]
+    assert {e.get("PRIORITY") for e in errors} == {"3"}
+    # Once per generator run, not twice (stderr and the journal are not both collected).
+    per_run: dict[str, int] = {}
+    for e in errors:
+        per_run[e.get("_PID", "?")] = per_run.get(e.get("_PID", "?"), 0) + 1
+    assert set(per_run.values()) == {1}, per_run
+    assert any("/etc/jobgen/broken.yaml skipped" in e.get("MESSAGE", "") for e in lines)
+    # Its units do not exist; the good manifest's do.
+    assert _show(c, "gen-broken.timer", "LoadState")["LoadState"] == "not-found"
+    assert _show(c, "gen-tick.timer", "LoadState")["LoadState"] == "loaded"
+    # The generator did not fail (systemd logs "... failed with exit status N" otherwise).
+    failed = [e for e in c.journal("--grep=jobgen-generator failed")]
+    assert failed == [], failed
