@@ -26,6 +26,7 @@ jobs:
     description: a job generated from /etc/jobgen
     command: [/bin/sh, -c, 'if /usr/bin/flock --nonblock "$0" true; then echo lock-free; exit 1; fi; echo lock-held', "{lock}"]
     schedule: {{every: 5s}}
+    accuracy: 1s
 """
 
 # Line 6, column 14: the value of 'overlap'.
