@@ -156,9 +156,11 @@ def test_the_generated_tree_passes_systemd_analyze_verify(tmp_path: Path) -> Non
     assert (result.rc, result.lines) == (0, [])
 
 
-def test_etc_wins_over_usr_lib_and_an_empty_file_masks(tmp_path: Path) -> None:
+def test_etc_wins_over_usr_lib_and_an_empty_file_or_dev_null_link_masks(tmp_path: Path) -> None:
     etc = manifests(tmp_path / "etc", **{"a.yaml": job("from-etc"), "masked.yaml": ""})
-    usr = manifests(tmp_path / "usr", **{"a.yaml": job("from-usr"), "b.yaml": job("only-usr"), "masked.yaml": job("masked-job")})
+    (etc / "linked.yaml").symlink_to("/dev/null")
+    usr = manifests(tmp_path / "usr", **{"a.yaml": job("from-usr"), "b.yaml": job("only-usr"), "masked.yaml": job("masked-job"),
+                                         "linked.yaml": job("linked-job"), "notes.txt": job("not-yaml")})
     r, out = run_generator(tmp_path, etc, usr)
     assert (r.returncode, r.stderr) == (0, "")
     timers = sorted(p for p in tree(out) if p.endswith(".timer") and "/" not in p)
