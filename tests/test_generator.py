@@ -251,3 +251,19 @@ def test_start_up_imports_no_typer(tmp_path: Path) -> None:
                        env={**os.environ, "JOBGEN_MANIFEST_DIRS": str(src)})
     assert (r.returncode, r.stdout) == (0, "[]\n"), r.stderr
     assert (tmp_path / "normal" / "a.timer").exists()
+
+
+def test_a_job_named_like_an_installed_unit_is_refused(tmp_path: Path) -> None:
+    # Generated units rank above /usr/lib: this job would silently replace systemd's own.
+    vendor = Path("/usr/lib/systemd/system")
+    if not (vendor / "systemd-tmpfiles-clean.timer").exists():
+        pytest.skip("systemd's units are not installed on this machine (apt-get install systemd)")
+    src = manifests(tmp_path / "etc", **{"a.yaml": job("systemd-tmpfiles-clean"), "b.yaml": job("b")})
+    r, out = run_generator(tmp_path, src)
+    assert r.returncode == 0
+    assert r.stderr.splitlines()[:2] == [
+        f"{src}/a.yaml:5:3: error: 'systemd-tmpfiles-clean': systemd-tmpfiles-clean.{kind} would replace the installed unit "
+        f"{vendor}/systemd-tmpfiles-clean.{kind} (generated units rank above /usr/lib); rename it"
+        for kind in ("service", "timer")
+    ]
+    assert not (out / "systemd-tmpfiles-clean.timer").exists() and (out / "b.timer").exists()
