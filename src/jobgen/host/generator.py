@@ -36,7 +36,12 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from typing import TYPE_CHECKING
+
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
+
+if TYPE_CHECKING:
+    from jobgen.compiler.target import Target
 
 # Where manifests are read, highest precedence first: a file in /etc/jobgen/ replaces the
 # same-named file in /usr/lib/jobgen/ (systemd.unit(5)'s rule for /etc over /usr/lib).
@@ -138,7 +143,6 @@ class Outcome:
     files: dict[str, bytes] = field(default_factory=dict)
     links: dict[str, str] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
-    generated: list[str] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
 
 
@@ -153,7 +157,7 @@ class _Compiled:
     notes: tuple[Diagnostic, ...]
 
 
-def _compile(path: str, running, holder: str) -> _Compiled:
+def _compile(path: str, running: Target | None, holder: str) -> _Compiled:
     """One manifest through the compiler stages pipeline.build() runs, with one change: the
     running systemd is the target unless the manifest names one (an explicit target wins).
     Raises ManifestError."""
@@ -242,8 +246,7 @@ def generate(manifests: list[Path], normal_dir: str, running: int | None, holder
             out.diagnostics += problems
             out.skipped.append(where)
             continue
-        out.diagnostics += [d for d in compiled.notes]
-        out.generated.append(where)
+        out.diagnostics += compiled.notes
         for name, data in compiled.units.items():
             taken[name] = where
             out.files[name] = data
@@ -258,7 +261,8 @@ def generate(manifests: list[Path], normal_dir: str, running: int | None, holder
     if snippets:
         conf = os.path.join(normal_dir, TMPFILES_CONF)
         out.files[TMPFILES_CONF] = b"".join(snippets)
-        out.files[LOCKS_UNIT] = _locks_unit(escape.exec_line((tmpfiles or tmpfiles_binary(), "--create", conf)), len(lock_users))
+        quiet = target is None or target.has("Service", "LogLevelMax")
+        out.files[LOCKS_UNIT] = _locks_unit(escape.exec_line((tmpfiles or tmpfiles_binary(), "--create", conf)), len(lock_users), quiet)
         out.links[f"multi-user.target.wants/{LOCKS_UNIT}"] = f"../{LOCKS_UNIT}"
     out.files = dict(sorted(out.files.items()))
     out.links = dict(sorted(out.links.items()))
@@ -277,7 +281,7 @@ def _dropin(source: str, manifest: str, takes_lock: bool) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
-def _locks_unit(exec_start: str, jobs: int) -> bytes:
+def _locks_unit(exec_start: str, jobs: int, quiet: bool) -> bytes:
     lines = [
         f"{HEADER}: lock files of the {jobs} job(s) generated from manifests in",
         "# /etc/jobgen and /usr/lib/jobgen (tmpfiles.d(5) lines from jobgen; see jobgen/tmpfiles.conf).",
@@ -290,10 +294,12 @@ def _locks_unit(exec_start: str, jobs: int) -> bytes:
         # Wants= starts it again and a job added by a daemon-reload gets its lock file.
         "Type=oneshot",
         f"ExecStart={exec_start}",
-        # Keeps systemd's "Starting"/"Finished" lines (info) of this helper out of the
-        # journal at every job run; its failures (warning and above) still show.
-        "LogLevelMax=notice",
     ]
+    if quiet:
+        # Keeps systemd's "Starting"/"Finished" lines (info) of this helper out of the
+        # journal at every job run (seen on 252 and 257); its failures still show.
+        # LogLevelMax= needs 236: asked of the running systemd's directive table.
+        lines.append("LogLevelMax=notice")
     return ("\n".join(lines) + "\n").encode()
 
 
