@@ -267,3 +267,24 @@ def test_a_job_named_like_an_installed_unit_is_refused(tmp_path: Path) -> None:
         for kind in ("service", "timer")
     ]
     assert not (out / "systemd-tmpfiles-clean.timer").exists() and (out / "b.timer").exists()
+
+
+def test_run_by_systemd_each_problem_is_one_kernel_log_record(tmp_path: Path, monkeypatch, capsys) -> None:
+    # What journald reads from /dev/kmsg: "<priority>identifier[pid]: text", one record per
+    # write. /dev/kmsg itself is the host's kernel log, so a file stands in for it here; the
+    # e2e tests show the lines arriving in the journal of real systemd 252 and 257.
+    from jobgen.cli import generator
+
+    kmsg = tmp_path / "kmsg"
+    kmsg.write_bytes(b"")
+    monkeypatch.setattr(generator, "KMSG", str(kmsg))
+    log = generator.Log({"SYSTEMD_EXEC_PID": str(os.getpid())})
+    log("error", "/etc/jobgen/a.yaml:6:14: error: boom")
+    log("warning", "/etc/jobgen/b.yaml:3:12: warning: " + "x" * 2000)
+    records = kmsg.read_bytes().split(b"\n")
+    assert records[0] == f"<3>jobgen-generator[{os.getpid()}]: /etc/jobgen/a.yaml:6:14: error: boom".encode()
+    assert records[1].startswith(f"<4>jobgen-generator[{os.getpid()}]: /etc/jobgen/b.yaml:3:12: warning: xxx".encode())
+    assert len(records[1]) < 1024 and records[2:] == [b""]  # the kernel refuses longer records
+    assert capsys.readouterr().err.splitlines()[0] == "/etc/jobgen/a.yaml:6:14: error: boom"
+    # Run by hand (no $SYSTEMD_EXEC_PID of its own): stderr only.
+    assert generator.Log({"SYSTEMD_EXEC_PID": "1"}).kmsg is None

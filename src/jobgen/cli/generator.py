@@ -35,6 +35,7 @@ KMSG_MAX = 960
 # Problems worth a line at every boot and reload; notes (fallbacks the target needs) are
 # what `jobgen check` is for.
 SHOWN = ("error", "warning")
+KMSG = "/dev/kmsg"
 JOURNAL_SOCKET = "/run/systemd/journal/socket"
 
 
@@ -45,7 +46,7 @@ class Log:
         if not _run_by_systemd(env):
             return
         try:
-            self.kmsg = os.open("/dev/kmsg", os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+            self.kmsg = os.open(KMSG, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
             self.journal = _journal_socket()
 
