@@ -92,6 +92,14 @@ def test_a_manifest_in_etc_jobgen_becomes_an_enabled_timer_that_runs_under_its_l
     locks = _show(c, "jobgen-locks.service", "LoadState", "Result", "FragmentPath")
     assert locks == {"LoadState": "loaded", "Result": "success", "FragmentPath": "/run/systemd/generator/jobgen-locks.service"}
 
+    # By hand, from the manifest in /etc/jobgen: the same lock file (timer stopped first, so
+    # no timer run can hold the lock meanwhile).
+    c.systemctl("stop", "gen-tick.timer")
+    scenario.wait_for(lambda: c.systemctl("is-active", "gen-tick.service", check=False).stdout.strip(),
+                      lambda state: state not in ("active", "activating"), 60, "gen-tick.service to finish")
+    manual = c.run("jobgen", "run", "/etc/jobgen/good.yaml", "gen-tick", check=False)
+    assert (manual.returncode, manual.stdout) == (0, "lock-held\n"), manual.stderr
+
 
 def test_a_broken_manifest_is_reported_in_the_journal_with_its_position_and_skipped(generated, scenario):
     c = generated
