@@ -132,6 +132,7 @@ def test_units_links_and_the_lock_service_exactly(tmp_path: Path) -> None:
         "[Unit]\n"
         "Description=Lock files of jobgen's jobs\n"
         "Documentation=man:systemd-tmpfiles(8) man:systemd.generator(7)\n"
+        "StartLimitIntervalSec=0\n"
         "\n"
         "[Service]\n"
         "Type=oneshot\n"

@@ -27,6 +27,10 @@ jobs:
     command: [/bin/sh, -c, 'if /usr/bin/flock --nonblock "$0" true; then echo lock-free; exit 1; fi; echo lock-held', "{lock}"]
     schedule: {{every: 5s}}
     accuracy: 1s
+  gen-burst:
+    command: [/bin/true]
+    schedule: {{every: 1s}}
+    accuracy: 1s
 """
 
 # Line 6, column 14: the value of 'overlap'.
@@ -53,10 +57,10 @@ def generated(systemd_jobgen, scenario):
     c.run("/bin/sh", "-c", f'mkdir -p {GENERATOR_LINK.rsplit("/", 1)[0]} && ln -s "$(command -v jobgen-generator)" {GENERATOR_LINK}')
     c.write_file("/etc/jobgen/good.yaml", GOOD.format(lock=f"{LOCK_DIR}/gen-tick.lock"))
     c.write_file("/etc/jobgen/broken.yaml", BROKEN)
-    scenario.units += ["gen-tick.timer", "gen-tick.service"]
+    scenario.units += ["gen-tick.timer", "gen-tick.service", "gen-burst.timer", "gen-burst.service"]
     c.systemctl("daemon-reload")
     yield c
-    c.systemctl("stop", "gen-tick.timer", "gen-tick.service", check=False)
+    c.systemctl("stop", "gen-tick.timer", "gen-tick.service", "gen-burst.timer", "gen-burst.service", check=False)
     c.run("rm", "-rf", "/etc/jobgen", GENERATOR_LINK)
     c.systemctl("daemon-reload")
 
@@ -123,3 +127,17 @@ def test_a_broken_manifest_is_reported_in_the_journal_with_its_position_and_skip
     # The generator did not fail (systemd logs "... failed with exit status N" otherwise).
     failed = [e for e in c.journal("--grep=jobgen-generator failed")]
     assert failed == [], failed
+
+
+def test_the_lock_service_runs_before_every_job_start_without_hitting_the_start_limit(generated, scenario):
+    # jobgen-locks.service runs again for each job start (so a job added by a reload gets
+    # its lock file). systemd refuses a unit started more than 5 times in 10 s by default
+    # (DefaultStartLimitBurst=); a job every second must not make it fail.
+    c = generated
+    c.systemctl("start", "gen-burst.timer")
+    scenario.wait_outcomes("gen-burst", count=8, timeout=120)
+    c.systemctl("stop", "gen-burst.timer")
+    lines = [e.get("MESSAGE", "") for e in c.unit_journal("jobgen-locks.service")]
+    assert not [m for m in lines if "start-limit" in m or "too quickly" in m], lines
+    assert _show(c, "jobgen-locks.service", "Result")["Result"] == "success"
+    assert set(e["JOBGEN_OUTCOME"] for e in scenario.outcomes("gen-burst")) == {"success"}

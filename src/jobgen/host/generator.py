@@ -288,6 +288,9 @@ def _locks_unit(exec_start: str, jobs: int, quiet: bool) -> bytes:
         "[Unit]",
         "Description=Lock files of jobgen's jobs",
         "Documentation=man:systemd-tmpfiles(8) man:systemd.generator(7)",
+        # It starts with every job run; the default start limit (5 in 10 s,
+        # systemd-system.conf(5)) would fail it as soon as jobs run often. Seen on 252.
+        "StartLimitIntervalSec=0",
         "",
         "[Service]",
         # No RemainAfterExit=: the service goes inactive after each run, so every job's
