@@ -237,6 +237,11 @@ def test_nothing_to_do_and_misuse(tmp_path: Path) -> None:
     for args in ([], ["--help"], ["a", "b"]):
         r, _ = run_generator(tmp_path, src, args=args)
         assert r.returncode == 2 and r.stderr.startswith("usage: jobgen-generator NORMAL_DIR [EARLY_DIR LATE_DIR]")
+    # The one failure: an output folder that cannot be written.
+    (tmp_path / "file").write_text("")
+    r, _ = run_generator(tmp_path, src, args=[str(tmp_path / "file" / "normal")])
+    assert r.returncode == 1
+    assert r.stderr.startswith(f"jobgen-generator: cannot write into {tmp_path}/file/normal: ")
 
 
 def test_start_up_imports_no_typer(tmp_path: Path) -> None:

@@ -26,7 +26,12 @@ import contextlib
 import os
 import sys
 
+from jobgen.cli.exits import EXIT_INVALID
+
 IDENT = "jobgen-generator"
+# The one failure systemd hears about ("... failed with exit status 1" in the boot log):
+# the output folder cannot be written, so nothing could be generated.
+EXIT_CANNOT_WRITE = 1
 USAGE = f"usage: {IDENT} NORMAL_DIR [EARLY_DIR LATE_DIR]  (systemd.generator(7); manifests from /etc/jobgen, /usr/lib/jobgen or $JOBGEN_MANIFEST_DIRS)"
 # syslog(3) priorities journald stores as PRIORITY= for a /dev/kmsg record
 PRIORITY = {"error": 3, "warning": 4, "note": 5, "info": 6}
@@ -76,14 +81,14 @@ def _journal_socket():
 
 def _run_by_systemd(env: dict[str, str]) -> bool:
     # systemd sets $SYSTEMD_EXEC_PID to the pid of what it executes, generators included
-    # (sd_invoked_by_systemd in systemd's log.c reads it the same way).
+    # (seen on 252 and 257); systemd's own generators decide "run by systemd" the same way.
     return env.get("SYSTEMD_EXEC_PID") == str(os.getpid())
 
 
 def run(argv: list[str], env: dict[str, str]) -> int:
     if len(argv) not in (1, 3) or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr)
-        return 2
+        return EXIT_INVALID
     # Jobs belong to the booted system: nothing in the initrd, nothing for a user manager.
     if env.get("SYSTEMD_IN_INITRD") == "1" or env.get("SYSTEMD_SCOPE") == "user":
         return 0
@@ -105,7 +110,7 @@ def run(argv: list[str], env: dict[str, str]) -> int:
         generator.write(normal, outcome)
     except OSError as exc:
         log("error", f"{IDENT}: cannot write into {normal}: {exc}")
-        return 1
+        return EXIT_CANNOT_WRITE
     return 0
 
 
