@@ -294,3 +294,25 @@ def test_run_by_systemd_each_problem_is_one_kernel_log_record(tmp_path: Path, mo
     assert capsys.readouterr().err.splitlines()[0] == "/etc/jobgen/a.yaml:6:14: error: boom"
     # Run by hand (no $SYSTEMD_EXEC_PID of its own): stderr only.
     assert generator.Log({"SYSTEMD_EXEC_PID": "1"}).kmsg is None
+
+
+def test_the_boot_report_unit_passes_systemd_analyze_verify(tmp_path: Path) -> None:
+    # Written when systemd ran the generator but neither /dev/kmsg nor journald could take
+    # its lines (a container's first pass at boot; shown in tests/e2e/test_generator.py).
+    from jobgen.host import generator
+
+    analyzer = host_analyzer()
+    if analyzer is None:
+        pytest.skip("no systemd-analyze on this machine (apt-get install systemd)")
+    out = tmp_path / "normal"
+    outcome = generator.Outcome()
+    generator.add_boot_report(outcome, str(out), [(3, "/etc/jobgen/a.yaml:6:14: error: boom"), (4, "w")])
+    generator.write(str(out), outcome)
+    assert (out / "jobgen/report").read_text() == "<3>/etc/jobgen/a.yaml:6:14: error: boom\n<4>w\n"
+    assert os.readlink(out / "multi-user.target.wants/jobgen-generator-report.service") == "../jobgen-generator-report.service"
+    unit = (out / "jobgen-generator-report.service").read_text()
+    assert f"ExecStart=/bin/cat {out}/jobgen/report\nSyslogIdentifier=jobgen-generator\n" in unit
+    units = tmp_path / "units"  # without the .wants link: the analyzer's sandbox copy drops links
+    shutil.copytree(out, units, ignore=shutil.ignore_patterns("*.wants"))
+    result = analyzer.verify([units / "jobgen-generator-report.service"])
+    assert (result.rc, result.lines) == (0, [])

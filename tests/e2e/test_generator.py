@@ -8,7 +8,13 @@ a link in /etc/systemd/system-generators/.
 
 from __future__ import annotations
 
+import io
+import tarfile
+import time
+from pathlib import Path
+
 import pytest
+from container import Container, HarnessError, format_journal
 
 from jobgen.compiler.names import LOCK_DIR
 
@@ -141,3 +147,50 @@ def test_the_lock_service_runs_before_every_job_start_without_hitting_the_start_
     assert not [m for m in lines if "start-limit" in m or "too quickly" in m], lines
     assert _show(c, "jobgen-locks.service", "Result")["Result"] == "success"
     assert set(e["JOBGEN_OUTCOME"] for e in scenario.outcomes("gen-burst")) == {"success"}
+
+
+def test_at_boot_the_generated_timer_starts_by_itself_and_runs(systemd_jobgen, tmp_path):
+    """A fresh boot with jobgen, the generator link and the manifests already in place (bound
+    read-only into a second container of the same release): the generator runs in the
+    early-boot environment, timers.target.wants starts the timer with no `systemctl start`,
+    and the job runs under its lock; the broken manifest costs nothing but its own units,
+    and its error reaches the journal although neither /dev/kmsg nor journald was there."""
+    # jobgen as installed in the session's container of this release, copied out once.
+    venv = tmp_path / "opt-jobgen"
+    venv.mkdir()
+    data = systemd_jobgen.run("tar", "-C", "/opt/jobgen", "-c", ".", binary=True).stdout
+    tarfile.open(fileobj=io.BytesIO(data)).extractall(venv)
+    etc = tmp_path / "etc-jobgen"
+    etc.mkdir()
+    (etc / "good.yaml").write_text(GOOD.format(lock=f"{LOCK_DIR}/gen-tick.lock"))
+    (etc / "broken.yaml").write_text(BROKEN)
+    gens = tmp_path / "generators"
+    gens.mkdir()
+    (gens / "jobgen-generator").symlink_to("/opt/jobgen/bin/jobgen-generator")
+    binds = [f"--bind-ro={venv}:/opt/jobgen", f"--bind-ro={etc}:/etc/jobgen", f"--bind-ro={gens}:{GENERATOR_LINK.rsplit('/', 1)[0]}"]
+    c = Container(systemd_jobgen.release, extra_nspawn_args=tuple(binds))
+    try:
+        c.boot()
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        timer = _show(c, "gen-tick.timer", "ActiveState", "FragmentPath")
+        assert timer["ActiveState"] == "active", timer  # nobody started it: the boot did
+        assert timer["FragmentPath"] == "/run/systemd/generator/gen-tick.timer"
+        assert _show(c, "gen-broken.timer", "LoadState")["LoadState"] == "not-found"
+        deadline = time.monotonic() + 90
+        while not (outcomes := c.journal("SYSLOG_IDENTIFIER=jobgen", "JOBGEN_JOB=gen-tick")):
+            assert time.monotonic() < deadline, format_journal(c.journal("-b"))
+            time.sleep(0.2)
+        assert outcomes[0]["JOBGEN_OUTCOME"] == "success", format_journal(c.unit_journal("gen-tick.service"))
+        assert any(e.get("MESSAGE") == "lock-held" for e in c.unit_journal("gen-tick.service"))
+        assert f"Target: systemd {c.release}." in c.read_file("/run/systemd/generator/gen-tick.timer").decode()
+        # No /dev/kmsg in a container and no journald yet when generators first run: the
+        # problems reach the journal through the generated report unit, with their priority.
+        reported = c.journal(f"SYSLOG_IDENTIFIER={IDENT}")
+        assert [(e.get("MESSAGE"), e.get("PRIORITY")) for e in reported][:2] == [
+            (BROKEN_ERROR, "3"),
+            (f"{IDENT}: /etc/jobgen/broken.yaml skipped: none of its units were generated; fix it, then `systemctl daemon-reload`", "3"),
+        ], format_journal(c.journal("-b"))
+    finally:
+        c.halt()

@@ -14,8 +14,10 @@ problem is written:
   journald reads into the journal (SYSLOG_IDENTIFIER=jobgen-generator, PRIORITY=);
 - where there is no /dev/kmsg (systemd-nspawn hides it from containers): to journald's
   native socket, one non-blocking datagram per problem, so the generator can never wait
-  on journald; before journald runs (the first pass at boot) the socket does not exist
-  and the message is lost there, which `jobgen check /etc/jobgen/*.yaml` reproduces.
+  on journald;
+- where neither exists (a container's first pass at boot, before journald runs): into
+  the output folder, with a generated jobgen-generator-report.service that prints them to
+  the journal at boot (host/generator.py add_boot_report).
 Exit 0 unless the output folder cannot be written: a bad manifest is reported and
 skipped, never a failed generator.
 """
@@ -48,15 +50,20 @@ class Log:
     def __init__(self, env: dict[str, str]):
         self.kmsg: int | None = None
         self.journal = None
+        self.undelivered: list[tuple[int, str]] | None = None  # run by systemd, no way to the journal
         if not _run_by_systemd(env):
             return
         try:
             self.kmsg = os.open(KMSG, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
         except OSError:
             self.journal = _journal_socket()
+            if self.journal is None:
+                self.undelivered = []
 
     def __call__(self, severity: str, text: str) -> None:
         print(text, file=sys.stderr, flush=True)
+        if self.undelivered is not None:
+            self.undelivered.append((PRIORITY[severity], text))
         if self.kmsg is not None:
             record = f"<{PRIORITY[severity]}>{IDENT}[{os.getpid()}]: {text}".encode()[:KMSG_MAX] + b"\n"
             with contextlib.suppress(OSError):
@@ -106,6 +113,10 @@ def run(argv: list[str], env: dict[str, str]) -> int:
             log(d.severity, str(d))
     for path in outcome.skipped:
         log("error", f"{IDENT}: {path} skipped: none of its units were generated; fix it, then `systemctl daemon-reload`")
+    if log.undelivered:
+        # Early boot in a container: no /dev/kmsg, journald not started yet. A unit that
+        # prints the lines once the journal runs carries them there instead.
+        generator.add_boot_report(outcome, normal, log.undelivered)
     try:
         generator.write(normal, outcome)
     except OSError as exc:
