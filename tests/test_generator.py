@@ -316,3 +316,17 @@ def test_the_boot_report_unit_passes_systemd_analyze_verify(tmp_path: Path) -> N
     shutil.copytree(out, units, ignore=shutil.ignore_patterns("*.wants"))
     result = analyzer.verify([units / "jobgen-generator-report.service"])
     assert (result.rc, result.lines) == (0, [])
+
+
+def test_cluster_jobs_run_the_jobgen_installed_beside_the_generator(tmp_path: Path) -> None:
+    # pip puts both console scripts in one folder; the units must call that jobgen lock,
+    # wherever it is (a venv, /usr/local/bin), not an assumed /usr/bin/jobgen.
+    cluster = (
+        "jobgen: 1\ntarget:\n  systemd: \"252\"\njobs:\n  billing:\n    command: [/bin/true]\n    schedule: daily\n"
+        "    lock:\n      scope: cluster\n      name: shop-billing\n      backend: \"redis://redis.internal:6379/0\"\n"
+    )
+    r, out = run_generator(tmp_path, manifests(tmp_path / "etc", **{"c.yaml": cluster}))
+    assert r.returncode == 0, r.stderr
+    holder = os.path.realpath(GENERATOR.with_name("jobgen"))
+    start = next(line for line in (out / "billing.service").read_text().splitlines() if line.startswith("ExecStart="))
+    assert start.startswith(f"ExecStart={holder} lock "), start

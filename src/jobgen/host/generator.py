@@ -20,7 +20,10 @@ What systemd asks of a generator, and how jobgen answers:
   multi-user.target.wants) and before every run of a job (a drop-in adds Wants= and
   After=), so a job added by a daemon-reload finds its lock file on its first run.
 - One bad manifest never stops the others: its problems are returned with their
-  positions and its files are left out; nothing here raises for a manifest.
+  positions and its files are left out; nothing here raises for a manifest. Where the
+  problems go is cli/generator.py's choice; when nothing at all could take them (a
+  container's first pass at boot) add_boot_report() leaves them in the output folder
+  with a unit that prints them into the journal during the boot.
 - Same manifests, same bytes: manifests in file-name order, files sorted, no time stamps.
 
 Pure except for reading manifests and the running systemd's version (``discover``,
