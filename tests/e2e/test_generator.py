@@ -11,7 +11,6 @@ from __future__ import annotations
 import io
 import tarfile
 import time
-from pathlib import Path
 
 import pytest
 from container import Container, HarnessError, format_journal
