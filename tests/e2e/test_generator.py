@@ -1,5 +1,6 @@
 """jobgen-generator on real systemd 252 and 257: manifests in /etc/jobgen/ become running
-timers at daemon-reload, and a broken manifest beside them is reported, not fatal.
+timers at daemon-reload and at boot, and a broken manifest beside them is reported in the
+journal with its position, not fatal.
 
 jobgen is installed in the container from this worktree's wheel (/opt/jobgen, with
 /usr/bin/jobgen-generator), and the generator is enabled the way the README says:
