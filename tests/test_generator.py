@@ -244,7 +244,7 @@ def test_nothing_to_do_and_misuse(tmp_path: Path) -> None:
     assert r.stderr.startswith(f"jobgen-generator: cannot write into {tmp_path}/file/normal: ")
 
 
-def test_start_up_imports_no_typer(tmp_path: Path) -> None:
+def test_start_up_imports_no_typer_and_nothing_without_a_manifest(tmp_path: Path) -> None:
     # It runs at every boot and daemon-reload: the command-line framework is not needed.
     src = manifests(tmp_path / "etc", **{"a.yaml": job("a")})
     probe = (
@@ -257,6 +257,11 @@ def test_start_up_imports_no_typer(tmp_path: Path) -> None:
                        env={**os.environ, "JOBGEN_MANIFEST_DIRS": str(src)})
     assert (r.returncode, r.stdout) == (0, "[]\n"), r.stderr
     assert (tmp_path / "normal" / "a.timer").exists()
+    # With no manifest (most reloads of most hosts) not even the YAML reader or templates.
+    lean = probe.replace("('typer', 'click', 'rich')", "('typer', 'click', 'rich', 'yaml', 'jinja2')")
+    r = subprocess.run([sys.executable, "-c", lean, str(tmp_path / "empty")], capture_output=True, text=True,
+                       env={**os.environ, "JOBGEN_MANIFEST_DIRS": str(tmp_path / "none")})
+    assert (r.returncode, r.stdout) == (0, "[]\n"), r.stderr
 
 
 def test_a_job_named_like_an_installed_unit_is_refused(tmp_path: Path) -> None:
