@@ -176,7 +176,7 @@ def test_a_broken_manifest_is_reported_with_its_position_and_the_good_one_is_gen
     r, out = run_generator(tmp_path, src)
     assert r.returncode == 0  # a bad manifest never fails the generator (nor the boot)
     assert r.stderr.splitlines() == [
-        f"{src}/broken.yaml:6:14: error: job 'broken': 'overlap': must be one of skip, wait, allow; got 'sometimes'",
+        f"{src}/broken.yaml:6:14: error: job 'broken': 'overlap': must be one of skip, wait, allow, queue; got 'sometimes'",
         f"jobgen-generator: {src}/broken.yaml skipped: none of its units were generated; fix it, then `systemctl daemon-reload`",
     ]
     names = sorted(tree(out))

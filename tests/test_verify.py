@@ -163,6 +163,10 @@ def _probe_units(folder: Path, release: int) -> dict[str, tuple[str, str]]:
         value = "c:/%Z" if row.directive.startswith("LoadCredential") else "%Z"
         if row.section == "Timer":
             name, body = f"p{i}.timer", f"[Timer]\n{row.directive}={value}\nOnCalendar=daily\nUnit=probe-target.service\n"
+        elif row.section == "Path":
+            other = "PathExists=/x\n" if row.directive != "PathExists" else ""
+            unit = "Unit=probe-target.service\n" if row.directive != "Unit" else ""
+            name, body = f"p{i}.path", f"[Path]\n{row.directive}={value}\n{other}{unit}"
         else:
             head = f"[Unit]\n{row.directive}={value}\n[Service]\n" if row.section == "Unit" else f"[Service]\n{row.directive}={value}\n"
             kind = "" if row.directive == "Type" else "Type=oneshot\n"

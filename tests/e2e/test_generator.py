@@ -49,7 +49,7 @@ jobs:
     overlap: sometimes
 """
 BROKEN_ERROR = (
-    "/etc/jobgen/broken.yaml:6:14: error: job 'gen-broken': 'overlap': must be one of skip, wait, allow; got 'sometimes'"
+    "/etc/jobgen/broken.yaml:6:14: error: job 'gen-broken': 'overlap': must be one of skip, wait, allow, queue; got 'sometimes'"
 )
 
 

@@ -46,6 +46,15 @@ class Lock:
 
 
 @dataclass(frozen=True)
+class Queue:
+    """`queue:` of an `overlap: queue` job (README "overlap: queue")."""
+
+    max_pending: int = 100
+    on_full: str = "reject"  # reject | coalesce (runtime/queue/spool.py ON_FULL)
+    max_attempts: int = 3
+
+
+@dataclass(frozen=True)
 class Common:
     """Keys jobs and workers share, with the same meaning."""
 
@@ -80,6 +89,7 @@ class Job(Common):
     randomized_offset_usec: int | None = None
     accuracy_usec: int | None = None
     on_success: tuple[str, ...] = ()
+    queue: Queue | None = None  # set exactly when overlap is 'queue'
 
     @property
     def policy(self) -> OverlapPolicy:

@@ -19,7 +19,7 @@ Nothing here escapes text for unit files: argv stays a tuple of strings inside
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from jobgen.compiler import names, timespec
@@ -147,6 +147,8 @@ class Plan:
     files: tuple[UnitFile, ...]
     notes: tuple[Diagnostic, ...]
     runs: dict[str, RunSpec] = field(compare=False)
+    # overlap: queue jobs -> the store arguments of `jobgen enqueue|drain|queue` (runtime/queue/command.py)
+    queues: dict[str, tuple[str, ...]] = field(compare=False, default_factory=dict)
 
 
 # --------------------------------------------------------------------------- hardening
@@ -213,7 +215,10 @@ OWN_DIRECTIVES: tuple[tuple[str, str, str], ...] = (
     ("Timer", "OnBootSec", "schedule: after_boot"),
     ("Timer", "DeferReactivation", "overrun policy (policies.OVERLAP)"),
     ("Timer", "AccuracySec", "accuracy; 1s under the DeferReactivation emulation"),
-    ("Install", "WantedBy", "timers.target / multi-user.target"),
+    ("Unit", "After", "overlap: queue: the drainer after the enqueuer that wants it"),
+    ("Path", "DirectoryNotEmpty", "overlap: queue, host scope: the drainer starts while requests wait"),
+    ("Path", "Unit", "overlap: queue, host scope: the drainer the watch starts"),
+    ("Install", "WantedBy", "timers.target / multi-user.target / paths.target"),
 )
 
 
@@ -312,7 +317,7 @@ class _Unit:
         return gated
 
     def freeze(self, comment: str = "") -> UnitFile:
-        order = ("Unit", "Service", "Timer", "Install")
+        order = ("Unit", "Service", "Timer", "Path", "Install")
         sections = tuple((s, tuple(self.sections[s])) for s in order if s in self.sections)
         return UnitFile(self.filename, self.kind, sections, comment=comment)
 
@@ -522,6 +527,96 @@ def _tmpfile(path: str, c: Common) -> str:
     return f"f {path} 0640 {owner} {group} -"
 
 
+# --------------------------------------------------------------------------- overlap: queue
+
+# Host-scope spools live on disk across reboots (/var/lib, not /run): a request that was
+# reported as enqueued must still be there after a crash or a reboot.
+QUEUE_DIR = "/var/lib/jobgen/queue"
+
+
+def _queue_store(job: Job) -> tuple[str, ...]:
+    """Where the job's requests are kept, as `jobgen enqueue|drain|queue` options."""
+    lock = job.lock
+    assert lock is not None and job.queue is not None  # validate: a queue job has a lock
+    if lock.kind.server:
+        store = ["--backend", lock.backend or "", "--name", lock.name]
+        if lock.credential:
+            store += ["--password-file", "${CREDENTIALS_DIRECTORY}/" + lock.credential.split(":", 1)[0]]
+        elif lock.password_file:
+            store += ["--password-file", lock.password_file]
+    else:
+        store = ["--spool", f"{QUEUE_DIR}/{job.name}"]
+    q = job.queue
+    limits = ["--max-pending", str(q.max_pending), "--on-full", q.on_full, "--max-attempts", str(q.max_attempts)]
+    return (*store, "--job", job.name, *limits)
+
+
+def _adding(ctx: _Context, unit: UnitFile, *directives: tuple[str, str, Value]) -> dict[str, list[tuple[str, Value]]]:
+    """Directives to add to a frozen unit, each through the one gate (_Unit.set)."""
+    probe = _Unit(ctx, unit.filename, unit.kind)
+    for section, key, value in directives:
+        probe.set(section, key, value)
+    return probe.sections
+
+
+def _spool_writable(unit: UnitFile, spool: str | None) -> tuple[tuple[str, str, Value], ...]:
+    """ReadWritePaths= for the spool where the hardening made the file system read-only."""
+    strict = any(k == "ProtectSystem" and v == Raw("strict") for _, d in unit.sections for k, v in d)
+    return (("Service", "ReadWritePaths", Raw(spool)),) if spool and strict else ()
+
+
+def _without(unit: UnitFile, drop: set[tuple[str, str]], add: dict[str, list[tuple[str, Value]]]) -> UnitFile:
+    sections = []
+    for name, directives in unit.sections:
+        kept = tuple((k, v) for k, v in directives if (name, k) not in drop)
+        sections.append((name, kept + tuple(add.get(name, []))))
+    return replace(unit, sections=tuple(sections))
+
+
+def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[str], tuple[str, ...]]:
+    """overlap: queue -> NAME.timer + NAME.service (records a request and returns at once)
+    + NAME-drain.service (runs the requests one at a time under the job's lock)
+    + NAME-drain.path (host scope: starts the drainer when the spool has work)."""
+    store = _queue_store(job)
+    enqueue = (ctx.holder, "enqueue", *store, "--by")
+    drain_cmd = (ctx.holder, "drain", *store, "--", *job.command)
+    # The enqueuer: the job's timer, user, environment and hardening, no lock (enqueue takes
+    # the spool's own short lock), no reporter (enqueue logs enqueued/rejected itself).
+    enq_job = replace(job, command=(*enqueue, "unit"), overlap="allow", lock=None, queue=None, timeout_usec=60_000_000)
+    units, _, _ = _job_files(ctx, enq_job)
+    drainer = f"{job.name}-drain.service"
+    spool = f"{QUEUE_DIR}/{job.name}" if job.lock is not None and job.lock.kind.lock_file else None
+    units = [replace(u, comment=f"job {job.name}: overlap=queue: each trigger records a request") for u in units]
+    units = [
+        _without(u, {("Service", "ExecStopPost")}, _adding(ctx, u, ("Unit", "Wants", Raw(drainer)), *_spool_writable(u, spool)))
+        if u.kind == "service" else u
+        for u in units
+    ]
+    # The drainer: the job's lock around `jobgen drain`; it loops until the queue is empty.
+    # No TimeoutStartSec from 'timeout': one drain runs many requests.
+    drain_job = replace(job, command=drain_cmd, overlap="skip", timeout_usec=None, schedule=replace(job.schedule, kind="every"))
+    drain_units, _, lines = _job_files(ctx, drain_job)
+    (svc,) = [u for u in drain_units if u.kind == "service"]
+    svc = replace(svc, filename=drainer, comment=f"job {job.name}: drains its queue, one request at a time under its lock")
+    svc = _without(svc, {("Service", "ExecStopPost")}, _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool)))
+    files = [*units, svc]
+    if spool is not None:
+        path = _Unit(ctx, f"{job.name}-drain.path", "path")
+        path.set("Unit", "Description", Raw(f"Work waiting in the queue of {job.name}"))
+        # systemd.path(5): DirectoryNotEmpty= starts the unit while the folder has entries,
+        # and checks again when the unit stops, so a request that came in as a drain was
+        # finishing is not left behind.
+        path.set("Path", "DirectoryNotEmpty", Raw(f"{spool}/pending"))
+        path.set("Path", "Unit", Raw(drainer))
+        path.set("Install", "WantedBy", Raw("paths.target"))
+        files.append(path.freeze(f"job {job.name}: queue watch"))
+        owner, group = job.user or "root", job.group or ("root" if not job.user else "-")
+        lines += [f"d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
+        lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", "/tmp", "/pending", "/running", "/failed")]
+    run = RunSpec((*enqueue, "jobgen run"), job.environment, job.working_directory, job.user, job.group)
+    return files, run, lines, store
+
+
 # --------------------------------------------------------------------------- workers
 
 
@@ -569,8 +664,12 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
     files: list[UnitFile] = []
     runs: dict[str, RunSpec] = {}
     tmp_lines: list[str] = []
+    queues: dict[str, tuple[str, ...]] = {}
     for job in manifest.jobs:
-        units, run, lines = _job_files(ctx, job)
+        if job.policy.queues:
+            units, run, lines, queues[job.name] = _queue_files(ctx, job)
+        else:
+            units, run, lines = _job_files(ctx, job)
         files += units
         runs[job.name] = run
         tmp_lines += lines
@@ -582,10 +681,12 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
         # lock on an open file, not the file's existence).
         head = [f"d {names.LOCK_DIR} 0755 root root -"]
         name = tmpfiles_name or "jobgen.conf"
-        files.append(UnitFile(f"tmpfiles.d/{name}", "tmpfiles", lines=tuple(head + sorted(tmp_lines))))
+        # set(): two queue jobs both name the shared spool parents (systemd-tmpfiles warns
+        # "Duplicate line" on a repeated path).
+        files.append(UnitFile(f"tmpfiles.d/{name}", "tmpfiles", lines=tuple(head + sorted(set(tmp_lines)))))
     if ctx.diags:  # only errors: notes are kept apart, one per fallback (_Context.note)
         raise ManifestError(ctx.diags + ctx.notes())
     notes = sorted(ctx.notes())
     if assumed:
         notes.insert(0, Diagnostic(ctx.pos, NOTE, f"no target systemd given (target: {{systemd: ...}} or --systemd); assuming {DEFAULT_TARGET}"))
-    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs)
+    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs, queues)

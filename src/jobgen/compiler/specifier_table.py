@@ -101,6 +101,9 @@ SPECIFIERS: tuple[Expansion, ...] = (
     Expansion("Service", "KeyringMode", _NO, "config_parse_exec_keyring_mode"),
     # [Timer]: config_parse_timer resolves specifiers for every On*= before parsing
     Expansion("Timer", "OnCalendar", _YES, "config_parse_timer (unit_full_printf)"),
+    # [Path]: the queue watch of overlap: queue (host scope)
+    Expansion("Path", "DirectoryNotEmpty", _YES, "config_parse_path_spec (unit_path_printf)"),
+    Expansion("Path", "Unit", _YES, "config_parse_trigger_unit (unit_name_printf)"),
     Expansion("Timer", "OnActiveSec", _YES, "config_parse_timer (unit_full_printf)"),
     Expansion("Timer", "OnUnitActiveSec", _YES, "config_parse_timer (unit_full_printf)"),
     Expansion("Timer", "OnUnitInactiveSec", _YES, "config_parse_timer (unit_full_printf)"),

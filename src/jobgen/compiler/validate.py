@@ -30,6 +30,7 @@ from jobgen.compiler.model import (
     OVERLAP_POLICIES,
     Job,
     Lock,
+    Queue,
     Manifest,
     Schedule,
     Worker,
@@ -394,6 +395,31 @@ class Key:
     writes: Writes | None = None  # None: plan.py composes the key's directives itself
 
 
+_QUEUE_KEYS: dict[str, Callable[[Node], Any]] = {
+    "max_pending": positive_int,
+    "on_full": choice("reject", "coalesce"),
+    "max_attempts": positive_int,
+}
+
+
+def queue_settings(node: Node) -> Queue:
+    """`queue: {max_pending, on_full, max_attempts}` (README "overlap: queue")."""
+    if isinstance(node, Scalar) and node.is_null:
+        return Queue()
+    if not isinstance(node, Map):
+        raise Invalid(f"expected a mapping of {', '.join(_QUEUE_KEYS)}; got {_kind(node)}")
+    values: dict[str, Any] = {}
+    for key, value in node.items:
+        conv = _QUEUE_KEYS.get(key.value)
+        if conv is None:
+            raise Invalid(f"unknown key 'queue.{key.value}'{_hint(key.value, _QUEUE_KEYS)}", key.pos)
+        try:
+            values[key.value] = conv(value)
+        except Invalid as exc:
+            raise Invalid(f"'queue.{key.value}': {exc.message}", exc.pos or value.pos) from None
+    return Queue(**values)
+
+
 # A new simple key is one row here, one field in model.py and one line in the README.
 COMMON_KEYS: dict[str, Key] = {
     "description": Key("description", text_line),
@@ -421,6 +447,7 @@ JOB_KEYS: dict[str, Key] = COMMON_KEYS | {
     "randomized_offset": Key("randomized_offset_usec", timespan, Writes("Timer", "RandomizedOffsetSec", "span")),
     "accuracy": Key("accuracy_usec", timespan),
     "on_success": Key("on_success", unit_names, Writes("Unit", "OnSuccess", "units")),
+    "queue": Key("queue", queue_settings),
 }
 
 WORKER_KEYS: dict[str, Key] = COMMON_KEYS | {
@@ -610,7 +637,23 @@ def _job_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Problems
     if v.get("fixed_random_delay") and not seen.wrote("randomized_delay"):
         p.error(keypos["fixed_random_delay"], f"{what}: 'fixed_random_delay' needs 'randomized_delay' (the delay it fixes)")
     v["lock"] = _job_lock(what, name, overlap, v.get("lock"), seen, pos, p)
+    v["queue"] = _job_queue(what, overlap, v.get("queue"), v["lock"], seen, pos, p)
     return Job(name=name, pos=pos, keypos=keypos, **v)
+
+
+def _job_queue(what: str, overlap: str | None, queue: Queue | None, lock: Lock | None, seen: _Seen, pos: Pos, p: _Problems) -> Queue | None:
+    if overlap is None or not OVERLAP[overlap].queues:
+        if "queue" in seen.keypos and overlap is not None:
+            p.error(seen.keypos["queue"], f"{what}: 'queue' only applies to 'overlap: queue' (overlap is '{overlap}'); remove it or set 'overlap: queue'")
+        return None
+    if lock is not None and not SCOPES[lock.scope].lock_file and not SCOPES[lock.scope].server:
+        # `jobgen drain` run by hand, or from a second unit, must see the drainer's lock.
+        p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' needs 'lock.scope: host' or 'cluster' (the drainer's lock); 'unit' guards only the unit")
+    if lock is not None and SCOPES[lock.scope].server and lock.backend and urlsplit(lock.backend).scheme.lower() in ("mariadb", "mysql") \
+            and not urlsplit(lock.backend).path.strip("/"):
+        # GET_LOCK needs no database; the queue's table does.
+        p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' keeps its requests in a table: 'lock.backend' must name a database (e.g. mariadb://db.internal/jobs)")
+    return queue or Queue()
 
 
 def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, seen: _Seen, pos: Pos, p: _Problems) -> Lock | None:

@@ -6,9 +6,8 @@ reporter gets the outcome word for a lock conflict from here (an argument, not a
 `case` on the policy name). A new policy is a row plus its code; nothing else compares
 policy or scope names.
 
-Room for `queue` (issue: every requested run kept as durable work and drained in order):
-it would be a row whose runs never conflict (`locks` by its drainer, a `conflict_outcome`
-such as "rejected" for a full queue), plus the drainer's own code; no row exists yet.
+`queue` keeps every requested run as durable work (runtime/queue/): a trigger records a
+request and returns, and one drainer at a time (under the job's lock) runs them in order.
 """
 
 from __future__ import annotations
@@ -31,6 +30,9 @@ class OverlapPolicy(NamedTuple):
     # `every:` schedules count the interval from the end of the previous run
     # (OnUnitInactiveSec=), so an overrun never triggers an immediate second run.
     every_from_end: bool
+    # Each trigger records a request (`jobgen enqueue`) and a drainer unit runs them one at
+    # a time under the lock (`jobgen drain`); the job gets a NAME-drain.service beside it.
+    queues: bool = False
 
 
 OVERLAP: dict[str, OverlapPolicy] = {
@@ -40,6 +42,8 @@ OVERLAP: dict[str, OverlapPolicy] = {
         OverlapPolicy("wait", locks=True, waits=True, conflict_outcome="wait-expired", defers_overrun=False, every_from_end=False),
         # No lock, so no conflict exit: a 75 from the command itself is the command's own failure.
         OverlapPolicy("allow", locks=False, waits=False, conflict_outcome="failed", defers_overrun=False, every_from_end=False),
+        # A conflict is a second drainer finding the lock held: the first one drains for both.
+        OverlapPolicy("queue", locks=True, waits=False, conflict_outcome="skipped", defers_overrun=False, every_from_end=False, queues=True),
     )
 }
 DEFAULT_OVERLAP = "skip"
