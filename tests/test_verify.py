@@ -149,6 +149,12 @@ def test_doubling_the_percent_in_memory_max_is_what_systemd_refuses(tmp_path: Pa
     assert f"{unit}:4: Invalid memory limit '50%%', ignoring: Invalid argument" in result.lines
 
 
+# Directives whose parser reads a keyword before it resolves an argument get the '%Z' where
+# the argument goes: LoadCredential= is NAME:PATH (before 252 a value without ':' is
+# refused unread); StandardOutput= and friends resolve the file: path.
+PROBE_VALUES = {"LoadCredential": "c:/%Z", "Standard": "file:/%Z"}
+
+
 def _probe_units(folder: Path, release: int) -> dict[str, tuple[str, str]]:
     """One unit per directive of the table the release has, with the value '%Z' (no such
     specifier). [Install] is read by `systemctl enable`, not by verify: left out."""
@@ -159,8 +165,7 @@ def _probe_units(folder: Path, release: int) -> dict[str, tuple[str, str]]:
     for i, row in enumerate(SPECIFIERS):
         if row.section == "Install" or not target.has(row.section, row.directive):
             continue
-        # LoadCredential= is NAME:PATH; before 252 a value without ':' is refused unread.
-        value = "c:/%Z" if row.directive.startswith("LoadCredential") else "%Z"
+        value = next((v for prefix, v in PROBE_VALUES.items() if row.directive.startswith(prefix)), "%Z")
         if row.section == "Timer":
             name, body = f"p{i}.timer", f"[Timer]\n{row.directive}={value}\nOnCalendar=daily\nUnit=probe-target.service\n"
         else:
