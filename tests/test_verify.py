@@ -59,13 +59,12 @@ def test_release_verifies_its_own_render(tmp_path: Path, manifest: Path, release
     assert (result.rc, result.lines) == (0, []), f"{manifest.name} rendered for {release}"
 
 
-@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.stem)
+# The host's systemd is 252 or 257; the cases for newer releases are the matrix's.
+@pytest.mark.parametrize("manifest", [m for m in MANIFESTS if m.stem not in ONLY], ids=lambda p: p.stem)
 def test_host_verifies_render_for_its_version(tmp_path: Path, manifest: Path) -> None:
     analyzer = host_analyzer()
     if analyzer is None:
         pytest.skip("systemd-analyze not found: apt-get install systemd")
-    if analyzer.version not in ONLY.get(manifest.stem, (analyzer.version,)):
-        pytest.skip(f"{manifest.name} needs a newer systemd than this host's {analyzer.version}")
     units = render_into(tmp_path, manifest, str(analyzer.version))
     result = analyzer.verify(units, stubs=stubs_for(units))
     assert (result.rc, result.lines) == (0, [])
