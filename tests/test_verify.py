@@ -59,13 +59,12 @@ def test_release_verifies_its_own_render(tmp_path: Path, manifest: Path, release
     assert (result.rc, result.lines) == (0, []), f"{manifest.name} rendered for {release}"
 
 
-@pytest.mark.parametrize("manifest", MANIFESTS, ids=lambda p: p.stem)
+# The host's systemd is 252 or 257; the cases for newer releases are the matrix's.
+@pytest.mark.parametrize("manifest", [m for m in MANIFESTS if m.stem not in ONLY], ids=lambda p: p.stem)
 def test_host_verifies_render_for_its_version(tmp_path: Path, manifest: Path) -> None:
     analyzer = host_analyzer()
     if analyzer is None:
         pytest.skip("systemd-analyze not found: apt-get install systemd")
-    if analyzer.version not in ONLY.get(manifest.stem, (analyzer.version,)):
-        pytest.skip(f"{manifest.name} needs a newer systemd than this host's {analyzer.version}")
     units = render_into(tmp_path, manifest, str(analyzer.version))
     result = analyzer.verify(units, stubs=stubs_for(units))
     assert (result.rc, result.lines) == (0, [])
@@ -149,6 +148,12 @@ def test_doubling_the_percent_in_memory_max_is_what_systemd_refuses(tmp_path: Pa
     assert f"{unit}:4: Invalid memory limit '50%%', ignoring: Invalid argument" in result.lines
 
 
+# Directives whose parser reads a keyword before it resolves an argument get the '%Z' where
+# the argument goes: LoadCredential= is NAME:PATH (before 252 a value without ':' is
+# refused unread); StandardOutput= and friends resolve the file: path.
+PROBE_VALUES = {"LoadCredential": "c:/%Z", "Standard": "file:/%Z"}
+
+
 def _probe_units(folder: Path, release: int) -> dict[str, tuple[str, str]]:
     """One unit per directive of the table the release has, with the value '%Z' (no such
     specifier). [Install] is read by `systemctl enable`, not by verify: left out."""
@@ -159,8 +164,7 @@ def _probe_units(folder: Path, release: int) -> dict[str, tuple[str, str]]:
     for i, row in enumerate(SPECIFIERS):
         if row.section == "Install" or not target.has(row.section, row.directive):
             continue
-        # LoadCredential= is NAME:PATH; before 252 a value without ':' is refused unread.
-        value = "c:/%Z" if row.directive.startswith("LoadCredential") else "%Z"
+        value = next((v for prefix, v in PROBE_VALUES.items() if row.directive.startswith(prefix)), "%Z")
         if row.section == "Timer":
             name, body = f"p{i}.timer", f"[Timer]\n{row.directive}={value}\nOnCalendar=daily\nUnit=probe-target.service\n"
         elif row.section == "Path":
