@@ -100,3 +100,16 @@ def test_sigterm_reaches_the_commands_process_group_and_the_request_is_kept(tmp_
     pid = int(Path(f"{log}.pid").read_text())
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"))
     assert [(r.id, r.state, r.last_status) for r in s.list(PENDING)] == [(rid, PENDING, 143)]
+
+
+def test_what_a_request_left_running_is_killed_before_the_next_one(tmp_path):
+    s = Spool(tmp_path / "q")
+    s.root.mkdir()
+    s.enqueue(("first",))
+    s.enqueue(("second",))
+    # The first request leaves a background process behind in its process group.
+    cmd = ("/bin/sh", "-c", 'if [ "$1" = first ]; then sleep 600 & echo $! > "$PIDFILE"; fi; echo "$1" >> "$LOG"', "job")
+    env = {"LOG": str(tmp_path / "log"), "PIDFILE": str(tmp_path / "pid"), "PATH": "/usr/bin:/bin"}
+    assert drain(s, cmd, env, lambda *a: None).done == 2
+    pid = int((tmp_path / "pid").read_text())
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z")

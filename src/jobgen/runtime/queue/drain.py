@@ -70,6 +70,12 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
             child[:] = [proc]
             status = proc.wait()
             child.clear()
+            # What the command left behind in its group must not run on beside the next
+            # request (never two at once); the unit's cgroup catches what left the group.
+            try:
+                os.killpg(proc.pid, signal.SIGKILL)
+            except (ProcessLookupError, PermissionError):
+                pass
             status = 128 - status if status < 0 else status
             outcome = spool.finish(req, status)
             counts[outcome] += 1

@@ -1,0 +1,111 @@
+"""overlap: queue on real systemd 252 and 257, with jobgen installed in the container.
+
+A job slower than its timer: every elapse records a request (NAME.service runs `jobgen
+enqueue`), the drainer (NAME-drain.service, started by the enqueuer and by NAME-drain.path)
+runs them one at a time under the job's flock, in order; past max_pending a trigger is
+rejected and says so in the journal. `jobgen enqueue` from a shell lands in the same queue,
+and a request whose command is killed with SIGKILL is run again.
+"""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+pytestmark = pytest.mark.e2e
+
+LOG = "/var/lib/jobgen-e2e-queue.log"
+
+
+def manifest(job: str, schedule: str, seconds: int, max_pending: int) -> str:
+    # hardening: none -- the log lives outside the spool (ProtectSystem would allow /var/lib,
+    # but keep the test about the queue, not about hardening).
+    script = f'echo "start $JOBGEN_REQUEST_ID $*" >> {LOG}; sleep {seconds}; echo "end $JOBGEN_REQUEST_ID" >> {LOG}'
+    return (
+        "jobgen: 1\njobs:\n"
+        f"  {job}:\n"
+        f"    command: [/bin/sh, -c, '{script}', {job}]\n"
+        f"    schedule: '{schedule}'\n"
+        "    accuracy: 1s\n"
+        "    hardening: none\n"
+        "    overlap: queue\n"
+        f"    queue: {{max_pending: {max_pending}, on_full: reject, max_attempts: 3}}\n"
+    )
+
+
+def log_lines(c) -> list[str]:
+    r = c.run("cat", LOG, check=False)
+    return r.stdout.splitlines() if r.returncode == 0 else []
+
+
+def queue_state(c, job: str) -> dict:
+    out = c.run("jobgen", "queue", "--spool", f"/var/lib/jobgen/queue/{job}", "--job", job, "--format", "json").stdout
+    return json.loads(out)
+
+
+def assert_one_at_a_time_in_order(lines: list[str]) -> list[str]:
+    starts = []
+    for i in range(0, len(lines) - 1, 2):
+        start, end = lines[i].split(), lines[i + 1].split()
+        assert start[0] == "start" and end == ["end", start[1]], f"two runs at once or a run cut off: {lines}"
+        starts.append(start[1])
+    assert starts == sorted(starts), f"not drained in arrival order: {starts}"
+    return starts
+
+
+def test_a_slow_job_accumulates_requests_and_drains_them_in_order(scenario, systemd_jobgen):
+    c = systemd_jobgen
+    c.run("rm", "-f", LOG)
+    job = "q-slow"
+    units = scenario.deploy(manifest(job, "*:*:0/2", 3, 3))
+    assert sorted(units) == [f"{job}-drain.path", f"{job}-drain.service", f"{job}.service", f"{job}.timer"]
+    c.systemctl("start", f"{job}-drain.path", f"{job}.timer")
+    # The timer fires every 2 s, each run takes 3 s: the queue fills to max_pending and the
+    # triggers past it are rejected (a journal line each), while the drainer keeps going.
+    scenario.wait_for(
+        lambda: [e.get("JOBGEN_OUTCOME") for e in scenario.outcomes(job)],
+        lambda o: "rejected" in o and o.count("done") >= 3,
+        240,
+        "a rejected trigger and three drained requests",
+    )
+    # From a shell: the operator's form, with an argument for the command.
+    c.write_file("/root/q.yaml", manifest(job, "*:*:0/2", 3, 3))
+    c.systemctl("stop", f"{job}.timer")
+    scenario.wait_for(lambda: queue_state(c, job)["requests"], lambda r: len(r) < 3, 120, "room in the queue")
+    shell = c.run("jobgen", "enqueue", "/root/q.yaml", job, "--systemd", scenario.release, "--", "from-shell", check=False)
+    assert shell.returncode == 0, shell.stderr
+    shell_id = shell.stdout.strip()
+    scenario.wait_for(lambda: queue_state(c, job)["requests"], lambda r: r == [], 180, "the queue drained")
+    scenario.wait_for(lambda: log_lines(c), lambda lines: f"end {shell_id}" in lines, 60, "the shell's request run")
+    lines = log_lines(c)
+    starts = assert_one_at_a_time_in_order(lines)
+    assert len(starts) == len(set(starts))  # each request ran once
+    assert f"start {shell_id} from-shell" in lines
+    rejected = [e for e in scenario.outcomes(job) if e.get("JOBGEN_OUTCOME") == "rejected"]
+    assert rejected and all("queue full" in e["MESSAGE"] for e in rejected)
+
+
+def test_a_request_whose_command_is_killed_runs_again(scenario, systemd_jobgen):
+    c = systemd_jobgen
+    c.run("rm", "-f", LOG)
+    job = "q-kill"
+    scenario.deploy(manifest(job, "2099-01-01", 600, 5))  # never by the timer: by hand only
+    c.systemctl("start", f"{job}-drain.path")
+    rid = c.run("jobgen", "enqueue", "--spool", f"/var/lib/jobgen/queue/{job}", "--job", job).stdout.strip()
+    scenario.wait_for(lambda: log_lines(c), lambda lines: any(line.startswith(f"start {rid}") for line in lines), 120, "the run to start")
+    # SIGKILL the command itself (its shell; flock and the drainer stay): the drainer sees 137, keeps the request first
+    # in line with its attempt counted, and the path unit starts the drainer again.
+    c.run("pkill", "-KILL", "-f", "^/bin/sh -c echo")
+    scenario.wait_for(
+        lambda: [l for l in log_lines(c) if l.startswith(f"start {rid}")],
+        lambda starts: len(starts) >= 2,
+        120,
+        "the killed request to run again",
+    )
+    state = queue_state(c, job)["requests"]
+    assert [(r["id"], r["state"], r["attempts"], r["last_status"]) for r in state] == [(rid, "running", 2, 137)]
+    outcomes = [e.get("JOBGEN_OUTCOME") for e in scenario.outcomes(job)]
+    assert "retry" in outcomes
+    c.run("pkill", "-KILL", "-f", "^/bin/sh -c echo")  # the second attempt too; the third is left to finish
+    c.systemctl("stop", f"{job}-drain.path", f"{job}-drain.service")
