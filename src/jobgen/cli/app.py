@@ -32,6 +32,8 @@ CONTEXT = {"help_option_names": ["-h", "--help"]}
 # The click typer runs on: the click package up to typer 0.2x, its own copy since. Its
 # exception classes are taken from there rather than from an `import click`.
 _click = sys.modules[typer.BadParameter.__module__]
+_EXIT = tuple({typer.Exit, getattr(_click, "Exit", typer.Exit)})
+_ABORT = tuple({typer.Abort, getattr(_click, "Abort", typer.Abort)})
 EPILOG = "Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES) + "."
 
 
@@ -174,9 +176,9 @@ def run(argv: list[str]) -> int:
     except _click.ClickException as exc:
         exc.show()
         return exc.exit_code
-    except (_click.Exit, typer.Exit) as exc:  # raised outside click's main (e.g. by a callback)
+    except _EXIT as exc:  # raised outside click's main (e.g. by a callback)
         return exc.exit_code
-    except (_click.Abort, typer.Abort):
+    except _ABORT:
         err("Aborted!")
         return 1
     return code if isinstance(code, int) else EXIT_OK

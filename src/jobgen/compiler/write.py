@@ -182,8 +182,13 @@ def _prunable(outdir: Path, files: dict[str, bytes], manifests: set[str], folder
 
 def _make_dirs(folder: Path, made: list[Path]) -> None:
     """mkdir -p with DIR_MODE whatever the umask; records what it created (parents first)."""
-    if folder.is_dir():
-        return
+    try:
+        if stat.S_ISDIR(os.stat(folder).st_mode):
+            return
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # ENAMETOOLONG, ENOTDIR, EACCES, ELOOP...
+        raise OutputError(folder, _reason(exc)) from None
     _make_dirs(folder.parent, made)
     try:
         os.mkdir(folder, DIR_MODE)
@@ -217,12 +222,14 @@ def locked(outdir: Path, folders: tuple[str, ...] = FLAT_FOLDERS, *, dry: bool, 
                 fcntl.flock(fd, fcntl.LOCK_SH)
             yield _recover(outdir, folders, dry=True)
         return
-    _make_dirs(outdir, [])
+    made: list[Path] = []
+    _make_dirs(outdir, made)
     while True:
         try:
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
-            raise OutputError(lock_path, _reason(exc)) from None
+            _discard([], made)
+            raise OutputError(outdir, _reason(exc)) from None
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
@@ -237,10 +244,17 @@ def locked(outdir: Path, folders: tuple[str, ...] = FLAT_FOLDERS, *, dry: bool, 
         os.close(fd)  # the previous holder removed the file we waited on: take the new one
     try:
         yield _recover(outdir, folders, dry=False)
-    finally:
-        with contextlib.suppress(OSError):
-            os.unlink(lock_path)
-        os.close(fd)
+    except BaseException:
+        _unlock(lock_path, fd)
+        _discard([], made)  # a folder this render created goes again (if still empty)
+        raise
+    _unlock(lock_path, fd)
+
+
+def _unlock(lock_path: Path, fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(lock_path)
+    os.close(fd)
 
 
 def _read_journal(outdir: Path) -> dict | None:
