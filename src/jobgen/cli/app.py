@@ -115,11 +115,11 @@ def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: b
         else:
             summary = f"jobgen: {len(warnings)} warning{'s' if len(warnings) != 1 else ''} with --strict; nothing written"
         if fmt == Format.json:
-            emit_json({"ok": False, "diagnostics": [d.as_json() for d in shown], "error": summary.removeprefix("jobgen: ")})
+            emit_json({"ok": False, "diagnostics": [d.as_json() for d in shown], "error": summary.removeprefix("jobgen: "), "exit_code": EXIT_INVALID})
         else:
             for d in shown:
                 err(str(d))
-            err(summary)
+        err(summary)
         raise typer.Exit(EXIT_INVALID)
     return results
 
