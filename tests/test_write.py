@@ -473,3 +473,17 @@ def test_fsyncs_one_per_new_file_and_two_per_touched_folder_none_when_identical(
         changes = write.compare(out, files)
         write.apply(out, changes)
     assert {c.action for c in changes} == {"identical"} and calls == []
+
+
+def test_a_planted_journal_cannot_move_or_remove_anything_outside(tmp_path: Path) -> None:
+    out, victim = tmp_path / "out", tmp_path / "victim.service"
+    m = manifest(tmp_path / "m.yaml", {"j": "1"})
+    victim.write_text("keep\n")
+    out.mkdir()
+    (out / ".jobgen-journal").write_text(json.dumps({"renames": [], "removes": ["../victim.service"]}))
+    r = jobgen("render", str(m), "-o", str(out))
+    assert r.returncode == EXIT_OUTPUT
+    assert r.stderr == (f"jobgen: error: cannot write {out / '.jobgen-journal'}: not a journal jobgen can complete "
+                        "(a path in it is not inside the output folder); check the folder, then remove it\n")
+    assert victim.read_text() == "keep\n"
+    assert sorted(p.name for p in out.iterdir()) == [".jobgen-journal"]

@@ -258,12 +258,26 @@ def _unlock(lock_path: Path, fd: int) -> None:
 
 
 def _read_journal(outdir: Path) -> dict | None:
+    """The journal of an interrupted render, checked: it names only paths inside the
+    output folder (never `..`, never through a link out of it) and temporary files by
+    jobgen's prefix, so a planted journal cannot move or remove anything else."""
     try:
-        return json.loads(_read_nofollow(outdir / JOURNAL))
+        doc = json.loads(_read_nofollow(outdir / JOURNAL))
+        paths = [p for pair in doc["renames"] for p in pair] + list(doc["removes"])
+        if not all(isinstance(p, str) and _plain_relative(p) and _real_inside(outdir, (outdir / p).parent) for p in paths):
+            raise ValueError("a path in it is not inside the output folder")
+        if not all(Path(tmp).name.startswith(TMP_PREFIX) for tmp, _ in doc["renames"]):
+            raise ValueError("a temporary file in it is not jobgen's")
+        return doc
     except FileNotFoundError:
         return None
-    except (OSError, ValueError) as exc:
-        raise OutputError(outdir / JOURNAL, f"unreadable journal of an interrupted render ({exc}); remove it after checking the folder") from None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise OutputError(outdir / JOURNAL, f"not a journal jobgen can complete ({exc}); check the folder, then remove it") from None
+
+
+def _plain_relative(rel: str) -> bool:
+    parts = Path(rel).parts
+    return bool(parts) and not Path(rel).is_absolute() and ".." not in parts and "." not in parts
 
 
 def _temps(folder: Path) -> list[Path]:
@@ -280,7 +294,9 @@ def _recover(outdir: Path, folders: tuple[str, ...], *, dry: bool) -> Recovery:
     removes = journal["removes"] if journal else []
     dirs = {outdir} | {outdir / sub for sub in folders} | {(outdir / final).parent for _, final in renames}
     if dry:
-        return Recovery(pending=journal is not None, stale=sum(len(_temps(d)) for d in dirs))
+        committed = {os.path.normpath(outdir / tmp) for tmp, _ in renames}
+        stale = [t for d in dirs for t in _temps(d) if os.path.normpath(t) not in committed]
+        return Recovery(pending=journal is not None, stale=len(stale))
     rec = Recovery()
     try:
         for tmp, final in renames:  # roll forward: the journal is the commit point
