@@ -1,6 +1,7 @@
 """The command line as users call it: real processes, exit codes, stdout/stderr."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -223,7 +224,7 @@ JSON_OUTCOMES = [
 def test_format_json_answers_every_outcome(tmp_path: Path, what: str, argv: list[str], code: int, ok: bool) -> None:
     (tmp_path / "file").write_text("")
     args = [a.format(out=tmp_path / "out", file=tmp_path / "file") for a in argv]
-    env = {"PATH": str(tmp_path)} if "auto" in args else None  # a PATH with no systemctl
+    env = {**os.environ, "PATH": str(tmp_path)} if "auto" in args else None  # a PATH with no systemctl
     r = subprocess.run([sys.executable, "-m", "jobgen", *args, "--format", "json"], capture_output=True, text=True,
                        timeout=60, env=env)
     assert r.returncode == code, r.stderr
