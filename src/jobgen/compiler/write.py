@@ -229,7 +229,13 @@ def locked(outdir: Path, folders: tuple[str, ...] = FLAT_FOLDERS, *, dry: bool, 
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             _discard([], made)
-            raise OutputError(outdir, _reason(exc)) from None
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise OutputError(outdir, _reason(exc)) from None
+            # A folder this user cannot write: nothing can change in it, so a render that
+            # finds every file identical succeeds, and one that would write fails in apply
+            # naming the first file it cannot write.
+            yield _recover(outdir, folders, dry=True)
+            return
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:
