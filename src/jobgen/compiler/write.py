@@ -55,12 +55,16 @@ DIR_MODE = 0o755  # folders jobgen creates: deliberate, not the umask's
 MASK_TARGET = "/dev/null"  # systemctl mask: systemd.unit(5) "masked"
 
 
-class OutputError(Exception):
-    """One I/O failure on the output tree, as the one line the CLI prints."""
+class OutputError(OSError):
+    """One I/O failure on the output tree, as the one line the CLI prints. An OSError, so
+    callers that handle I/O failures as such (the generator) keep doing so."""
 
     def __init__(self, path: str | os.PathLike, reason: str):
         self.path, self.reason = str(path), reason
         super().__init__(f"cannot write {self.path}: {self.reason}")
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
 
 
 def _reason(exc: OSError) -> str:
@@ -382,12 +386,12 @@ def apply(outdir: Path, changes: list[Change]) -> None:
         current = outdir / JOURNAL
         os.replace(journal_tmp, outdir / JOURNAL)
         _fsync_dir(outdir)  # commit point
-    except OSError as exc:
-        _discard(temps, made)
-        raise OutputError(exc.filename if isinstance(exc, FileExistsError) else current, _reason(exc)) from None
     except OutputError:
         _discard(temps, made)
         raise
+    except OSError as exc:
+        _discard(temps, made)
+        raise OutputError(exc.filename if isinstance(exc, FileExistsError) else current, _reason(exc)) from None
     done: list[Change] = []
     try:
         for tmp, c in temps[:-1]:
