@@ -17,7 +17,6 @@ import signal
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
 import pytest
@@ -373,12 +372,11 @@ def test_kill_9_while_writing_temporary_files(tmp_path: Path) -> None:
     manifest(m, {f"job{i}": "new" for i in range(600)})
     assert jobgen("render", str(m), "-o", str(clean)).returncode == 0
 
-    # niced, so that on a busy machine the watching loop below gets the CPU first
-    proc = subprocess.Popen([sys.executable, "-m", "jobgen", "render", str(m), "-o", str(out)],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, preexec_fn=lambda: os.nice(19))
-    deadline = time.monotonic() + 60
-    while not any(name.startswith(".jobgen-tmp.") for name in os.listdir(out)):
-        assert proc.poll() is None and time.monotonic() < deadline, "the render ended before a temporary file was seen"
+    with Inotify(out) as watch:  # the kernel wakes the test when the first one is created
+        proc = subprocess.Popen([sys.executable, "-m", "jobgen", "render", str(m), "-o", str(out)],
+                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+        while not any(name.startswith(".jobgen-tmp.") for name in watch.created(timeout=300)):
+            assert proc.poll() is None, "the render ended before a temporary file was seen"
     proc.kill()
     assert proc.wait(timeout=60) == -signal.SIGKILL
     assert any(name.startswith(".jobgen-tmp.") for name in os.listdir(out))
@@ -394,10 +392,51 @@ def test_kill_9_while_writing_temporary_files(tmp_path: Path) -> None:
     assert leftovers(out) == []
 
 
-def _read_until(path: Path, text: str) -> None:
-    deadline = time.monotonic() + 60
-    while text not in path.read_text():
-        assert time.monotonic() < deadline, f"never saw {text!r} in {path}: {path.read_text()!r}"
+class Inotify:
+    """Names created in a folder, from inotify(7) (libc through ctypes): a blocking wait
+    on the event itself, so a busy machine cannot make the test miss it."""
+
+    IN_CREATE, IN_MOVED_TO, IN_CLOEXEC = 0x100, 0x80, 0o2000000
+
+    def __init__(self, folder: Path):
+        import ctypes
+
+        self.libc = ctypes.CDLL(None, use_errno=True)
+        self.fd = self.libc.inotify_init1(self.IN_CLOEXEC)
+        assert self.fd >= 0 and self.libc.inotify_add_watch(self.fd, str(folder).encode(), self.IN_CREATE | self.IN_MOVED_TO) >= 0
+
+    def __enter__(self) -> "Inotify":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        os.close(self.fd)
+
+    def created(self, timeout: float) -> list[str]:
+        import select
+        import struct
+
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        assert ready, f"nothing was created within {timeout} s"
+        data, names = os.read(self.fd, 65536), []
+        while data:  # struct inotify_event: int wd; uint32 mask, cookie, len; char name[len]
+            _, _, _, size = struct.unpack_from("iIII", data)
+            names.append(data[16:16 + size].rstrip(b"\0").decode())
+            data = data[16 + size:]
+        return names
+
+
+def _wait_for_line(proc: subprocess.Popen, text: str, timeout: float = 300) -> str:
+    """Block on the process's stderr pipe until `text` arrives; returns what was read."""
+    import select
+
+    seen = b""
+    while text.encode() not in seen:
+        ready, _, _ = select.select([proc.stderr], [], [], timeout)
+        assert ready, f"never saw {text!r} within {timeout} s: {seen!r}"
+        chunk = os.read(proc.stderr.fileno(), 4096)
+        assert chunk, f"stderr closed before {text!r}: {seen!r}"
+        seen += chunk
+    return seen.decode()
 
 
 def test_two_renders_of_one_folder_run_one_after_the_other(tmp_path: Path) -> None:
@@ -412,22 +451,18 @@ def test_two_renders_of_one_folder_run_one_after_the_other(tmp_path: Path) -> No
     b = manifest(tmp_path / "b" / "m.yaml", {"j": "from-b", "k": "from-b"})
     fd = os.open(out / ".jobgen.lock", os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    procs = []
-    for name, m in (("a", a), ("b", b)):
-        err = tmp_path / f"{name}.err"
-        with err.open("w") as fh:
-            procs.append((subprocess.Popen([sys.executable, "-m", "jobgen", "render", str(m), "-o", str(out)],
-                                           stdout=subprocess.PIPE, stderr=fh, text=True), err))
-    for _, err in procs:
-        _read_until(err, f"jobgen: waiting for another render of {out}")
+    procs = [subprocess.Popen([sys.executable, "-m", "jobgen", "render", str(m), "-o", str(out)],
+                              stdout=subprocess.PIPE, stderr=subprocess.PIPE) for m in (a, b)]
+    for proc in procs:
+        _wait_for_line(proc, f"jobgen: waiting for another render of {out}")
     assert leftovers(out) == [".jobgen.lock"]
     os.close(fd)  # release: the two go one after the other
 
     actions = []
-    for proc, err in procs:
-        stdout, _ = proc.communicate(timeout=120)
-        assert proc.returncode == 0, err.read_text()
-        actions.append({line.split()[1].rsplit("/", 1)[1]: line.split()[0] for line in stdout.splitlines()})
+    for proc in procs:
+        stdout, stderr = proc.communicate(timeout=300)
+        assert proc.returncode == 0, stderr
+        actions.append({line.split()[1].rsplit("/", 1)[1]: line.split()[0] for line in stdout.decode().splitlines()})
     first, second = sorted(actions, key=lambda a: "update" in a.values())
     assert set(first.values()) == {"create"}
     assert second["j.service"] == second["k.service"] == "update" and "create" not in second.values()
