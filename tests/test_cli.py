@@ -1,6 +1,7 @@
 """The command line as users call it: real processes, exit codes, stdout/stderr."""
 
 import json
+import os
 import subprocess
 import sys
 import time
@@ -150,3 +151,85 @@ def test_run_executes_exactly_the_argv_systemd_parses_from_the_unit(tmp_path: Pa
         (tmp_path / name).write_bytes(data)
     parsed = analyzer.exec_argv(tmp_path / f"{job}.service", stubs=["/usr/bin/php"])
     assert parsed["ExecStart"] == [list(result.plan.runs[job].argv)]
+
+
+# --- conventions: help, exit codes, -q, --strict, completion --------------------------
+
+
+def test_help_lists_every_command_states_exit_codes_and_has_readable_metavars() -> None:
+    from jobgen.cli.exits import EXIT_CODES
+
+    top = jobgen("-h")
+    assert top.returncode == 0
+    commands = [line.split()[0] for line in top.stdout.split("Commands:")[1].split("\n\n")[0].splitlines() if line.strip()]
+    assert commands == ["render", "check", "run", "lock", "directives"]
+    help_text = jobgen("render", "--help").stdout
+    assert help_text == jobgen("render", "-h").stdout
+    assert "-o, --output DIR" in help_text and "--systemd VERSION" in help_text and "MANIFEST" in help_text
+    assert "<list" not in help_text and "<bool>" not in help_text and "<Path>" not in help_text, help_text
+    flat = " ".join(help_text.split())
+    for code, meaning in EXIT_CODES:
+        assert f"{code} {meaning}" in flat
+    assert "--install-completion" in top.stdout
+    completion = jobgen("--show-completion", "bash")
+    assert completion.returncode == 0 and "_JOBGEN_COMPLETE=complete_bash" in completion.stdout
+
+
+def test_lock_is_still_dispatched_before_typer(tmp_path: Path) -> None:
+    r = jobgen("lock", "--help")
+    assert r.returncode == 0 and "--backend" in r.stdout
+
+
+def test_quiet_prints_only_problems(tmp_path: Path) -> None:
+    r = jobgen("render", str(ROOT / "examples" / "shop.yaml"), "-o", str(tmp_path), "-q")
+    assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert (tmp_path / "catalog-refresh.service").exists()
+    c = jobgen("check", str(ROOT / "examples" / "shop.yaml"), "-q")
+    assert (c.returncode, c.stdout, c.stderr) == (0, "", "")
+
+
+def test_strict_makes_a_warning_fail_and_writes_nothing(tmp_path: Path) -> None:
+    case = ROOT / "tests" / "errors" / "warn-restart-always-unlimited.yaml"
+    lenient = jobgen("check", str(case))
+    assert lenient.returncode == 0 and ": warning: " in lenient.stderr
+    warning = [line for line in lenient.stderr.splitlines() if ": warning: " in line]
+    for args in (["check", str(case)], ["render", str(case), "-o", str(tmp_path / "out")]):
+        r = jobgen(*args, "--strict")
+        assert r.returncode == 2
+        assert r.stderr.splitlines() == warning + ["jobgen: 1 warning with --strict; nothing written"]
+    assert not (tmp_path / "out").exists()
+
+
+# --- --format json answers every outcome -------------------------------------------------
+
+
+SHOP = str(ROOT / "examples" / "shop.yaml")
+JSON_OUTCOMES = [
+    # (what, argv, exit code, ok)
+    ("success", ["render", SHOP, "-o", "{out}"], 0, True),
+    ("drift", ["render", SHOP, "-o", "{out}", "--check"], 1, True),
+    ("bad --systemd", ["render", SHOP, "-o", "{out}", "--systemd", "banana"], 2, False),
+    ("both --systemd and --target", ["check", SHOP, "--systemd", "252", "--target", "debian-12"], 2, False),
+    ("missing -o", ["render", SHOP], 2, False),
+    ("unknown option", ["render", SHOP, "-o", "{out}", "--frobnicate"], 2, False),
+    ("no manifest", ["check"], 2, False),
+    ("directives, bad --systemd", ["directives", "--systemd", "x"], 2, False),
+    ("invalid manifest", ["check", str(ROOT / "tests" / "errors" / "typo-key.yaml")], 2, False),
+    ("--systemd auto without systemctl", ["check", SHOP, "--systemd", "auto"], 2, False),
+    ("output is a file", ["render", SHOP, "-o", "{file}"], 73, False),
+]
+
+
+@pytest.mark.parametrize("what,argv,code,ok", JSON_OUTCOMES, ids=[o[0] for o in JSON_OUTCOMES])
+def test_format_json_answers_every_outcome(tmp_path: Path, what: str, argv: list[str], code: int, ok: bool) -> None:
+    (tmp_path / "file").write_text("")
+    args = [a.format(out=tmp_path / "out", file=tmp_path / "file") for a in argv]
+    env = {**os.environ, "PATH": str(tmp_path)} if "auto" in args else None  # a PATH with no systemctl
+    r = subprocess.run([sys.executable, "-m", "jobgen", *args, "--format", "json"], capture_output=True, text=True,
+                       timeout=60, env=env)
+    assert r.returncode == code, r.stderr
+    doc = json.loads(r.stdout)
+    assert doc["format"] == 1 and doc["ok"] is ok
+    if not ok:
+        assert doc["error"] and "Traceback" not in r.stderr
+        assert r.stderr.strip(), "a human-readable line goes to stderr too"

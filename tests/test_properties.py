@@ -144,7 +144,7 @@ def actions(stdout: str) -> dict[str, str]:
     """`render` text output -> {file name relative to the output folder: action}."""
     found = {}
     for line in stdout.splitlines():
-        action, path = line.split(None, 1)
+        action, path = line.removeprefix("would ").split(None, 1)  # dry runs say "would update"
         found[path.split("/out/", 1)[1]] = action
     return found
 
@@ -219,10 +219,11 @@ def test_diff_shows_a_unified_diff_of_the_change(shop, tmp_path):
     # The timer's description names the job's description too; nothing else differs.
     changed = [line for line in lines if line.startswith(("-", "+")) and not line.startswith(("---", "+++"))]
     assert all("Refresh" in line for line in changed), changed
-    # and with --diff but without --check the same change is written
-    written = jobgen("render", str(shop), "-o", str(out), "--diff")
-    assert written.returncode == 0 and "--- a/catalog-refresh.service" in written.stdout
-    assert b"Description=Refresh the catalog from" in (out / "catalog-refresh.service").read_bytes()
+    # --diff without --check is a dry run too (as black's and kubectl's): shown, exit 0, not written
+    shown = jobgen("render", str(shop), "-o", str(out), "--diff")
+    assert shown.returncode == 0 and "--- a/catalog-refresh.service" in shown.stdout
+    assert "would update" in shown.stdout
+    assert b"Description=Refresh the product catalog from" in (out / "catalog-refresh.service").read_bytes()
 
 
 HAND_WRITTEN = "[Unit]\nDescription=Written by hand\n\n[Service]\nExecStart=/bin/true\n"

@@ -3,7 +3,7 @@
 ``main`` is the console script. ``jobgen lock`` runs in front of every cluster-scope job,
 so it is dispatched before typer, jinja2 or the compiler are imported; every other
 command lives in its own module here and is registered on one typer app by
-``COMMANDS`` (app.py). A command module parses options, calls the pure core or the host
+``COMMANDS`` (app.py), where ``lock`` has an entry too so that `jobgen --help` lists it. A command module parses options, calls the pure core or the host
 layer, and turns what comes back into output and an exit code (exits.py).
 """
 
@@ -32,9 +32,9 @@ def main() -> None:
         for line in result.err:
             print(line, file=sys.stderr)
         sys.exit(result.code)
-    from jobgen.cli.app import app
+    from jobgen.cli.app import run
 
-    app()(prog_name="jobgen")
+    sys.exit(run(argv))
 
 
 def _store_form(args: list[str]) -> bool:

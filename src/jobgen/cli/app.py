@@ -2,6 +2,11 @@
 
 A new command is a module in this package with a ``register(app)`` function and one row
 in ``COMMANDS``; options that mean the same thing everywhere are defined once here.
+
+Every outcome has an answer in the format asked for: with ``--format json`` stdout is one
+JSON document (``"format": JSON_FORMAT``) whether the command succeeded, found problems in
+a manifest, was called wrongly (click's usage errors, caught in ``run``) or could not
+write; a human-readable line still goes to stderr.
 """
 
 from __future__ import annotations
@@ -9,6 +14,7 @@ from __future__ import annotations
 import importlib
 import json
 import subprocess
+import sys
 from enum import Enum
 from functools import lru_cache
 from pathlib import Path
@@ -17,10 +23,18 @@ from typing import Optional
 import typer
 
 from jobgen import __version__
-from jobgen.cli.exits import EXIT_INVALID, EXIT_OK
+from jobgen.cli.exits import EXIT_CODES, EXIT_INVALID, EXIT_OK
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
-COMMANDS = ("render", "check", "run", "queue", "directives")
+COMMANDS = ("render", "check", "run", "queue", "lock", "directives")
+JSON_FORMAT = 1  # "format" in every JSON document; raised when a field changes meaning
+CONTEXT = {"help_option_names": ["-h", "--help"]}
+# The click typer runs on: the click package up to typer 0.2x, its own copy since. Its
+# exception classes are taken from there rather than from an `import click`.
+_click = sys.modules[typer.BadParameter.__module__]
+_EXIT = tuple({typer.Exit, getattr(_click, "Exit", typer.Exit)})
+_ABORT = tuple({typer.Abort, getattr(_click, "Abort", typer.Abort)})
+EPILOG = "Exit codes: " + "; ".join(f"{code} {meaning}" for code, meaning in EXIT_CODES) + "."
 
 
 class Format(str, Enum):
@@ -28,31 +42,43 @@ class Format(str, Enum):
     json = "json"
 
 
+class CliError(Exception):
+    """An outcome that ends the command: one line, one exit code (``run`` prints it)."""
+
+    def __init__(self, message: str, code: int = EXIT_INVALID):
+        self.message, self.code = message, code
+        super().__init__(message)
+
+
 def err(line: str) -> None:
     typer.echo(line, err=True)
 
 
 def emit_json(doc: dict) -> None:
-    typer.echo(json.dumps(doc, indent=2, sort_keys=True))
+    typer.echo(json.dumps({"format": JSON_FORMAT, **doc}, indent=2, sort_keys=True))
 
 
-SystemdOpt = typer.Option(None, "--systemd", help="Target systemd: a version (252), a range ('>=252,<258') or 'auto' (this host).")
-PresetOpt = typer.Option(None, "--target", help="Target distribution preset, e.g. debian-12, ubuntu-24.04, rhel-9.")
-FormatOpt = typer.Option(Format.text, "--format", help="Output format.")
+SystemdOpt = typer.Option(None, "--systemd", metavar="VERSION", help="Target systemd: a version (252), a range ('>=252,<258') or 'auto' (this host).")
+PresetOpt = typer.Option(None, "--target", metavar="PRESET", help="Target distribution preset, e.g. debian-12, ubuntu-24.04, rhel-9.")
+FormatOpt = typer.Option(Format.text, "--format", metavar="[text|json]", help="Output format; json answers every outcome on stdout.")
+QuietOpt = typer.Option(False, "-q", "--quiet", help="Print only warnings and errors.")
+StrictOpt = typer.Option(False, "--strict", help="Warnings fail: exit 2, nothing written.")
+# Shown in the usage line and described in each command's help text: typer's argument
+# table would add a Python type (`<list[Path]>`) beside the name.
+ManifestsArg = typer.Argument(..., metavar="MANIFEST", hidden=True, show_default=False)
 
 
 def holder_option():
     from jobgen.compiler import plan
 
-    return typer.Option(plan.DEFAULT_HOLDER, "--holder", help="Path of jobgen on the target hosts (cluster-scope jobs run `jobgen lock`).")
+    return typer.Option(plan.DEFAULT_HOLDER, "--holder", metavar="PATH", help="Path of jobgen on the target hosts (cluster-scope jobs run `jobgen lock`).")
 
 
 def resolve_target(systemd: Optional[str], preset: Optional[str]):
     from jobgen.compiler.target import parse_systemctl_version, parse_target
 
     if systemd and preset:
-        err("jobgen: error: give --systemd or --target, not both")
-        raise typer.Exit(EXIT_INVALID)
+        raise CliError("give --systemd or --target, not both")
     text = preset or systemd
     if text is None:
         return None
@@ -61,19 +87,18 @@ def resolve_target(systemd: Optional[str], preset: Optional[str]):
             out = subprocess.run(["systemctl", "--version"], capture_output=True, text=True, timeout=10).stdout
             text = str(parse_systemctl_version(out))
         except (OSError, subprocess.SubprocessError, ValueError) as exc:
-            err(f"jobgen: error: --systemd auto: cannot read `systemctl --version`: {exc}")
-            raise typer.Exit(EXIT_INVALID)
+            raise CliError(f"--systemd auto: cannot read `systemctl --version`: {exc}") from None
     try:
         return parse_target(text)
     except ValueError as exc:
-        err(f"jobgen: error: --{'target' if preset else 'systemd'} {text}: {exc}")
-        raise typer.Exit(EXIT_INVALID)
+        raise CliError(f"--{'target' if preset else 'systemd'} {text}: {exc}") from None
 
 
-def build_all(manifests: list[Path], target, holder: str, fmt: Format):
-    """Every manifest through the pure core; all problems of all manifests, then exit 2."""
+def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: bool = False):
+    """Every manifest through the pure core; all problems of all manifests, then exit 2.
+    With ``strict`` a warning is a problem too."""
     from jobgen.compiler import pipeline
-    from jobgen.compiler.diagnostics import ManifestError
+    from jobgen.compiler.diagnostics import WARNING, ManifestError
 
     results, problems = [], []
     for path in manifests:
@@ -81,14 +106,20 @@ def build_all(manifests: list[Path], target, holder: str, fmt: Format):
             results.append(pipeline.build(str(path), target, holder))
         except ManifestError as exc:
             problems += exc.diagnostics
-    if problems:
-        if fmt == Format.json:
-            emit_json({"ok": False, "diagnostics": [d.as_json() for d in problems]})
+    warnings = [d for r in results for d in r.diagnostics if d.severity == WARNING] if strict else []
+    if problems or warnings:
+        shown = sorted(problems + warnings) if warnings else problems
+        n = sum(1 for d in problems if d.severity == "error")
+        if n:
+            summary = f"jobgen: {n} error{'s' if n != 1 else ''}; nothing written"
         else:
-            for d in problems:
+            summary = f"jobgen: {len(warnings)} warning{'s' if len(warnings) != 1 else ''} with --strict; nothing written"
+        if fmt == Format.json:
+            emit_json({"ok": False, "diagnostics": [d.as_json() for d in shown], "error": summary.removeprefix("jobgen: "), "exit_code": EXIT_INVALID})
+        else:
+            for d in shown:
                 err(str(d))
-            n = sum(1 for d in problems if d.severity == "error")
-            err(f"jobgen: {n} error{'s' if n != 1 else ''}; nothing written")
+        err(summary)
         raise typer.Exit(EXIT_INVALID)
     return results
 
@@ -101,7 +132,14 @@ def _version_cb(value: bool) -> None:
 
 @lru_cache(maxsize=1)
 def app() -> typer.Typer:
-    the_app = typer.Typer(add_completion=False, pretty_exceptions_enable=False, no_args_is_help=True, help="Compile a YAML job manifest into systemd units.")
+    the_app = typer.Typer(
+        pretty_exceptions_enable=False,
+        rich_markup_mode=None,  # plain help: readable metavars (MANIFEST..., DIR), no type column
+        no_args_is_help=True,
+        context_settings=CONTEXT,
+        help="Compile a YAML job manifest into systemd units.",
+        epilog=EPILOG,
+    )
 
     @the_app.callback()
     def _root(
@@ -112,3 +150,35 @@ def app() -> typer.Typer:
     for name in COMMANDS:
         importlib.import_module(f"jobgen.cli.{name}").register(the_app)
     return the_app
+
+
+def _wants_json(argv: list[str]) -> bool:
+    return "--format=json" in argv or any(a == "--format" and b == "json" for a, b in zip(argv, argv[1:]))
+
+
+def run(argv: list[str]) -> int:
+    """Run a command; turn every outcome that is not a clean exit into one answer."""
+    as_json = _wants_json(argv)
+    try:
+        code = app()(args=argv, prog_name="jobgen", standalone_mode=False)
+    except CliError as exc:
+        err(f"jobgen: error: {exc.message}")
+        if as_json:
+            emit_json({"ok": False, "error": exc.message, "exit_code": exc.code, "diagnostics": []})
+        return exc.code
+    except _click.UsageError as exc:
+        if as_json:
+            err(f"jobgen: error: {exc.format_message()}")
+            emit_json({"ok": False, "error": f"usage: {exc.format_message()}", "exit_code": exc.exit_code, "diagnostics": []})
+        else:
+            exc.show()
+        return exc.exit_code
+    except _click.ClickException as exc:
+        exc.show()
+        return exc.exit_code
+    except _EXIT as exc:  # raised outside click's main (e.g. by a callback)
+        return exc.exit_code
+    except _ABORT:
+        err("Aborted!")
+        return 1
+    return code if isinstance(code, int) else EXIT_OK

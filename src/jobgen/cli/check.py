@@ -7,26 +7,34 @@ from typing import Optional
 
 import typer
 
-from jobgen.cli.app import Format, FormatOpt, PresetOpt, SystemdOpt, build_all, emit_json, err, resolve_target
+from jobgen.cli.app import (
+    EPILOG, Format, FormatOpt, ManifestsArg, PresetOpt, QuietOpt, StrictOpt, SystemdOpt,
+    build_all, emit_json, err, resolve_target,
+)
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
+    @app.command(epilog=EPILOG)
     def check(
-        manifests: list[Path] = typer.Argument(..., help="Manifest files."),
+        manifests: list[Path] = ManifestsArg,
         systemd: Optional[str] = SystemdOpt,
         preset: Optional[str] = PresetOpt,
         fmt: Format = FormatOpt,
+        quiet: bool = QuietOpt,
+        strict: bool = StrictOpt,
     ) -> None:
-        """Validate and lint manifests; writes nothing."""
+        """Validate and lint MANIFEST files; writes nothing."""
         from jobgen.compiler import plan
+        from jobgen.compiler.diagnostics import NOTE
 
-        results = build_all(manifests, resolve_target(systemd, preset), plan.DEFAULT_HOLDER, fmt)
+        results = build_all(manifests, resolve_target(systemd, preset), plan.DEFAULT_HOLDER, fmt, strict)
         notes = [d for r in results for d in r.diagnostics]
         if fmt == Format.json:
             emit_json({"ok": True, "diagnostics": [d.as_json() for d in notes]})
-        else:
-            for d in notes:
+            return
+        for d in notes:
+            if not (quiet and d.severity == NOTE):
                 err(str(d))
+        if not quiet:
             for path, r in zip(manifests, results):
                 typer.echo(f"{path}: ok ({len(r.files)} files for {r.plan.target.describe()})")

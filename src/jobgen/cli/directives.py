@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Optional
 
 import typer
 
-from jobgen.cli.app import Format, FormatOpt, PresetOpt, SystemdOpt, resolve_target
+from jobgen.cli.app import Format, FormatOpt, PresetOpt, SystemdOpt, emit_json, resolve_target
 
 
 def register(app: typer.Typer) -> None:
@@ -28,8 +27,7 @@ def register(app: typer.Typer) -> None:
         ]
         if fmt == Format.json:
             keys = ("section", "directive", "since", "status", "when_missing")
-            doc = {"target": target.describe(), "directives": [dict(zip(keys, r)) for r in rows]}
-            typer.echo(json.dumps(doc, indent=2))
+            emit_json({"ok": True, "target": target.describe(), "directives": [dict(zip(keys, r)) for r in rows]})
             return
         typer.echo(f"# {target.describe()}")
         typer.echo("# section\tdirective\tsince\tstatus\twhen missing")

@@ -1,5 +1,18 @@
-"""jobgen's own exit codes (README "Exit codes"); a job's or a lock holder's codes pass through."""
+"""jobgen's own exit codes (README "Exit codes"); a job's or a lock holder's codes pass through.
+
+``EXIT_CODES`` is the table `jobgen --help` prints and the README repeats.
+"""
 
 EXIT_OK = 0
-EXIT_DRIFT = 1  # --check: something would change
-EXIT_INVALID = 2  # invalid manifest, bad usage or bad target
+EXIT_DRIFT = 1  # render --check: something would change
+EXIT_INVALID = 2  # invalid manifest, bad usage or bad target; with --strict, a warning
+EXIT_OUTPUT = 73  # the output folder cannot be written (sysexits.h EX_CANTCREAT); it is left as it was
+
+EXIT_CODES = (
+    (EXIT_OK, "ok"),
+    (EXIT_DRIFT, "render --check: something would change"),
+    (EXIT_INVALID, "invalid manifest, usage or target (with --strict: a warning); nothing written"),
+    (EXIT_OUTPUT, "render: the output folder cannot be written; it is left as it was"),
+    (75, "run/lock: another run holds the lock (EX_TEMPFAIL)"),
+    (64, "lock: usage; 69, 76, 77, 78: see README 'Cluster locks'"),
+)

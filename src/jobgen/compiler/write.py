@@ -1,27 +1,78 @@
 """Stage 5, the only code that touches the output tree.
 
 ``compare`` reads what is there and says, per file, create / update / identical /
-remove; ``apply`` carries the changes out, each file atomically (a temporary file in
-the same folder, fsync, rename), so a reader or a crash never sees half a unit. With
-``prune`` a file is removed only if its first line is jobgen's header naming one of
-the manifests being rendered: files jobgen did not write, or wrote from another
-manifest, are never touched.
+remove / masked; ``apply`` carries the changes out as one transaction:
+
+1. every new file is written to a temporary file beside its final name and fsynced;
+2. a journal (``.jobgen-journal``: which temporary file becomes which file, which files
+   go) is written, fsynced and renamed into place, and the output folder is fsynced: the
+   commit point;
+3. every temporary file is renamed onto its final name, pruned files are removed, each
+   touched folder is fsynced once, and the journal is removed.
+
+So N changed files cost N + 2 fsyncs plus one per touched folder (not two per file), and
+an identical file costs nothing.
+
+A failure before the commit point removes the temporary files (the folder is as it
+was); a failure after it restores the files already replaced from the bytes read by
+``compare``. A render killed before the commit point leaves only temporary files, which
+the next render removes; one killed after it leaves the journal, and the next render
+completes it before doing anything else (``render --check`` reports it). Identical
+files are not touched at all. Renders of one folder are serialised by ``flock(2)`` on
+``.jobgen.lock`` in it (``locked``); the lock file exists only while a render runs.
+
+Nothing is read or written through a symbolic link: a unit symlinked to /dev/null is the
+administrator's mask and is left alone (``masked``), any other symlink at a generated
+path is refused, and a folder that leads out of the output folder is refused.
+
+Ownership, for ``--prune``: a file is jobgen's from manifest M when its first line is
+exactly the header jobgen writes for M (``header_line``). A hand-edited file that keeps
+that line is still taken as jobgen's (the line says "Do not edit"); to keep an edited
+copy, change or remove the line.
 """
 
 from __future__ import annotations
 
 import contextlib
 import difflib
+import errno
+import fcntl
+import json
 import os
-import tempfile
+import secrets
+import stat
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
 from jobgen.compiler.render import HEADER_MARK
 
-CREATE, UPDATE, IDENTICAL, REMOVE = "create", "update", "identical", "remove"
-# Where jobgen writes inside the output folder; prune looks nowhere else.
-_SUBDIRS = ("", "tmpfiles.d")
+CREATE, UPDATE, IDENTICAL, REMOVE, MASKED = "create", "update", "identical", "remove", "masked"
+# The rest of the header's first line (templates/unit.j2, templates/tmpfiles.j2).
+HEADER_TAIL = ". Do not edit: change the manifest and re-run"
+FLAT_FOLDERS = ("", "tmpfiles.d")  # where the flat layout writes; prune looks nowhere else
+LOCK_FILE = ".jobgen.lock"
+JOURNAL = ".jobgen-journal"
+TMP_PREFIX = ".jobgen-tmp."  # short and fixed: a temporary name is never longer than needed
+FILE_MODE = 0o644  # unit files are read by systemd and operators, like packaged units
+DIR_MODE = 0o755  # folders jobgen creates: deliberate, not the umask's
+MASK_TARGET = "/dev/null"  # systemctl mask: systemd.unit(5) "masked"
+
+
+class OutputError(OSError):
+    """One I/O failure on the output tree, as the one line the CLI prints. An OSError, so
+    callers that handle I/O failures as such (the generator) keep doing so."""
+
+    def __init__(self, path: str | os.PathLike, reason: str):
+        self.path, self.reason = str(path), reason
+        super().__init__(f"cannot write {self.path}: {self.reason}")
+
+    def __str__(self) -> str:
+        return f"cannot write {self.path}: {self.reason}"
+
+
+def _reason(exc: OSError) -> str:
+    return exc.strerror or str(exc)
 
 
 @dataclass(frozen=True)
@@ -30,81 +81,367 @@ class Change:
     action: str
     old: bytes | None
     new: bytes | None
+    old_mode: int | None = None  # to restore an updated or removed file on rollback
 
     @property
     def changes_anything(self) -> bool:
-        return self.action != IDENTICAL
+        return self.action in (CREATE, UPDATE, REMOVE)
 
 
-def _read(path: Path) -> bytes | None:
-    try:
-        return path.read_bytes()
-    except FileNotFoundError:
-        return None
+@dataclass
+class Recovery:
+    """What a render found left by an earlier one that did not finish."""
+
+    completed: int = 0  # files an interrupted render had committed; this run finished them
+    stale: int = 0  # temporary files of a render that died before its commit point
+    pending: bool = False  # a dry run saw a committed, unfinished render (next render completes it)
 
 
-def _owned_by(data: bytes, manifests: set[str]) -> bool:
+def header_line(manifest: str) -> str:
+    return f"{HEADER_MARK}{manifest}{HEADER_TAIL}"
+
+
+def _owner(data: bytes, manifests: set[str]) -> str | None:
     first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
-    if not first.startswith(HEADER_MARK):
-        return False
-    return first[len(HEADER_MARK):].split(". ", 1)[0] in manifests
+    return next((m for m in manifests if first == header_line(m)), None)
 
 
-def compare(outdir: Path, files: dict[str, bytes], prune_for: set[str] | None = None) -> list[Change]:
-    changes = []
-    for rel in sorted(files):
-        old = _read(outdir / rel)
-        action = CREATE if old is None else IDENTICAL if old == files[rel] else UPDATE
-        changes.append(Change(rel, action, old, files[rel]))
+# --- reading, never through a symbolic link ------------------------------------------
+
+
+def _real_inside(outdir: Path, folder: Path) -> bool:
+    root = os.path.realpath(outdir)
+    real = os.path.realpath(folder)
+    return real == root or real.startswith(root.rstrip("/") + "/")
+
+
+def _check_folder(outdir: Path, sub: str) -> None:
+    folder = outdir / sub
+    if not os.path.lexists(folder):
+        return
+    if not _real_inside(outdir, folder):
+        raise OutputError(folder, f"it leads out of the output folder (to {os.path.realpath(folder)}); jobgen neither reads nor writes through it")
+    if not folder.is_dir():
+        raise OutputError(folder, os.strerror(errno.ENOTDIR))
+
+
+def _read_nofollow(path: Path) -> bytes:
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read()
+
+
+def _existing(outdir: Path, rel: str, new: bytes) -> Change:
+    path = outdir / rel
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return Change(rel, CREATE, None, new)
+    except OSError as exc:
+        raise OutputError(path, _reason(exc)) from None
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(path)
+        if target == MASK_TARGET:
+            return Change(rel, MASKED, None, new)
+        raise OutputError(path, f"it is a symbolic link (to {target}); jobgen writes only regular files and never through a link")
+    if not stat.S_ISREG(st.st_mode):
+        raise OutputError(path, "it is not a regular file")
+    try:
+        old = _read_nofollow(path)
+    except OSError as exc:
+        raise OutputError(path, _reason(exc)) from None
+    return Change(rel, IDENTICAL if old == new else UPDATE, old, new, stat.S_IMODE(st.st_mode))
+
+
+def compare(outdir: Path, files: dict[str, bytes], prune_for: set[str] | None = None, folders: tuple[str, ...] = FLAT_FOLDERS) -> list[Change]:
+    """What applying ``files`` would do. ``folders`` are where prune looks (the layout's)."""
+    if os.path.lexists(outdir) and not outdir.is_dir():
+        raise OutputError(outdir, os.strerror(errno.ENOTDIR))
+    for sub in sorted({str(Path(rel).parent) if "/" in rel else "" for rel in files} | set(folders if prune_for else ())):
+        _check_folder(outdir, sub)
+    changes = [_existing(outdir, rel, files[rel]) for rel in sorted(files)]
     if prune_for:
-        for sub in _SUBDIRS:
-            folder = outdir / sub
-            if not folder.is_dir():
-                continue
-            for entry in sorted(folder.iterdir()):
-                rel = str(entry.relative_to(outdir))
-                if rel in files or not entry.is_file() or entry.is_symlink():
-                    continue
-                data = entry.read_bytes()
-                if _owned_by(data, prune_for):
-                    changes.append(Change(rel, REMOVE, data, None))
+        changes += _prunable(outdir, files, prune_for, folders)
     return sorted(changes, key=lambda c: c.path)
 
 
-def _atomic_write(path: Path, data: bytes) -> None:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".jobgen-tmp")
+def _prunable(outdir: Path, files: dict[str, bytes], manifests: set[str], folders: tuple[str, ...]) -> list[Change]:
+    found = []
+    for sub in folders:
+        folder = outdir / sub
+        if not folder.is_dir():
+            continue
+        with os.scandir(folder) as entries:
+            for entry in sorted(entries, key=lambda e: e.name):
+                rel = f"{sub}/{entry.name}" if sub else entry.name
+                if rel in files or entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
+                    continue
+                try:
+                    data = _read_nofollow(Path(entry.path))
+                except OSError as exc:
+                    raise OutputError(entry.path, _reason(exc)) from None
+                if _owner(data, manifests):
+                    found.append(Change(rel, REMOVE, data, None, stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode)))
+    return found
+
+
+# --- the lock, recovery of an earlier render ------------------------------------------
+
+
+def _make_dirs(folder: Path, made: list[Path]) -> None:
+    """mkdir -p with DIR_MODE whatever the umask; records what it created (parents first)."""
     try:
-        with os.fdopen(fd, "wb") as fh:
-            fh.write(data)
-            fh.flush()
-            os.fsync(fh.fileno())
-        # Unit files are read by systemd (root) and by operators: 0644 like packaged units.
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
+        if stat.S_ISDIR(os.stat(folder).st_mode):
+            return
+    except FileNotFoundError:
+        pass
+    except OSError as exc:  # ENAMETOOLONG, ENOTDIR, EACCES, ELOOP...
+        raise OutputError(folder, _reason(exc)) from None
+    _make_dirs(folder.parent, made)
+    try:
+        os.mkdir(folder, DIR_MODE)
+    except FileExistsError:
+        if not folder.is_dir():
+            raise OutputError(folder, os.strerror(errno.ENOTDIR)) from None
+        return
+    except OSError as exc:
+        raise OutputError(folder, _reason(exc)) from None
+    os.chmod(folder, DIR_MODE)
+    made.append(folder)
+
+
+@contextlib.contextmanager
+def locked(outdir: Path, folders: tuple[str, ...] = FLAT_FOLDERS, *, dry: bool, on_wait: Callable[[], None] = lambda: None) -> Iterator[Recovery]:
+    """Hold the output folder's lock; yields what was found left by an earlier render.
+
+    A render takes it exclusively (creating the folder, DIR_MODE); a dry run takes it
+    shared if a render holds it, and otherwise changes nothing. The holder removes the
+    lock file before releasing it; a waiter that then finds its file unlinked retries.
+    """
+    lock_path = outdir / LOCK_FILE
+    if dry:
+        with contextlib.ExitStack() as stack:
+            try:
+                fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+            except OSError:
+                fd = None  # no render running (or no folder yet)
+            if fd is not None:
+                stack.callback(os.close, fd)
+                fcntl.flock(fd, fcntl.LOCK_SH)
+            yield _recover(outdir, folders, dry=True)
+        return
+    made: list[Path] = []
+    _make_dirs(outdir, made)
+    while True:
+        try:
+            fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        except OSError as exc:
+            _discard([], made)
+            if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
+                raise OutputError(outdir, _reason(exc)) from None
+            # A folder this user cannot write: nothing can change in it, so a render that
+            # finds every file identical succeeds, and one that would write fails in apply
+            # naming the first file it cannot write.
+            yield _recover(outdir, folders, dry=True)
+            return
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            on_wait()
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        try:
+            same = os.stat(lock_path, follow_symlinks=False).st_ino == os.fstat(fd).st_ino
+        except FileNotFoundError:
+            same = False
+        if same:
+            break
+        os.close(fd)  # the previous holder removed the file we waited on: take the new one
+    try:
+        yield _recover(outdir, folders, dry=False)
     except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
+        _unlock(lock_path, fd)
+        _discard([], made)  # a folder this render created goes again (if still empty)
         raise
-    _fsync_dir(path.parent)
+    _unlock(lock_path, fd)
+
+
+def _unlock(lock_path: Path, fd: int) -> None:
+    with contextlib.suppress(OSError):
+        os.unlink(lock_path)
+    os.close(fd)
+
+
+def _read_journal(outdir: Path) -> dict | None:
+    """The journal of an interrupted render, checked: it names only paths inside the
+    output folder (never `..`, never through a link out of it) and temporary files by
+    jobgen's prefix, so a planted journal cannot move or remove anything else."""
+    try:
+        doc = json.loads(_read_nofollow(outdir / JOURNAL))
+        paths = [p for pair in doc["renames"] for p in pair] + list(doc["removes"])
+        if not all(isinstance(p, str) and _plain_relative(p) and _real_inside(outdir, (outdir / p).parent) for p in paths):
+            raise ValueError("a path in it is not inside the output folder")
+        if not all(Path(tmp).name.startswith(TMP_PREFIX) for tmp, _ in doc["renames"]):
+            raise ValueError("a temporary file in it is not jobgen's")
+        return doc
+    except FileNotFoundError:
+        return None
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise OutputError(outdir / JOURNAL, f"not a journal jobgen can complete ({exc}); check the folder, then remove it") from None
+
+
+def _plain_relative(rel: str) -> bool:
+    parts = Path(rel).parts
+    return bool(parts) and not Path(rel).is_absolute() and ".." not in parts and "." not in parts
+
+
+def _temps(folder: Path) -> list[Path]:
+    try:
+        with os.scandir(folder) as entries:
+            return [Path(e.path) for e in entries if e.name.startswith(TMP_PREFIX) and e.is_file(follow_symlinks=False)]
+    except OSError:
+        return []
+
+
+def _recover(outdir: Path, folders: tuple[str, ...], *, dry: bool) -> Recovery:
+    journal = _read_journal(outdir) if outdir.is_dir() else None
+    renames = journal["renames"] if journal else []
+    removes = journal["removes"] if journal else []
+    dirs = {outdir} | {outdir / sub for sub in folders} | {(outdir / final).parent for _, final in renames}
+    if dry:
+        committed = {os.path.normpath(outdir / tmp) for tmp, _ in renames}
+        stale = [t for d in dirs for t in _temps(d) if os.path.normpath(t) not in committed]
+        return Recovery(pending=journal is not None, stale=len(stale))
+    rec = Recovery()
+    try:
+        for tmp, final in renames:  # roll forward: the journal is the commit point
+            if os.path.lexists(outdir / tmp):
+                os.replace(outdir / tmp, outdir / final)
+                rec.completed += 1
+        for rel in removes:
+            if os.path.isfile(outdir / rel) and not os.path.islink(outdir / rel):
+                os.unlink(outdir / rel)
+                rec.completed += 1
+        if journal is not None:
+            for folder in sorted(d for d in dirs if d.is_dir()):
+                _fsync_dir(folder)
+        if journal is not None:
+            os.unlink(outdir / JOURNAL)
+        for folder in sorted(dirs):  # what is left is from a render killed before its commit
+            for tmp in _temps(folder):
+                with contextlib.suppress(FileNotFoundError):
+                    tmp.unlink()
+                    rec.stale += 1
+    except OSError as exc:
+        raise OutputError(exc.filename or outdir, f"cannot complete an interrupted render: {_reason(exc)}") from None
+    return rec
+
+
+# --- writing --------------------------------------------------------------------------
 
 
 def _fsync_dir(folder: Path) -> None:
-    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY)
+    fd = os.open(folder, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
     try:
         os.fsync(fd)
     finally:
         os.close(fd)
 
 
+def _write_temp(folder: Path, data: bytes, mode: int = FILE_MODE) -> Path:
+    tmp = folder / f"{TMP_PREFIX}{secrets.token_hex(6)}"
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
+        os.fchmod(fd, mode)  # explicit, whatever the umask
+        os.fsync(fd)
+    except BaseException:
+        os.close(fd)
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        raise
+    os.close(fd)
+    return tmp
+
+
 def apply(outdir: Path, changes: list[Change]) -> None:
-    for change in changes:
-        target = outdir / change.path
-        if change.action in (CREATE, UPDATE):
-            _atomic_write(target, change.new or b"")
-        elif change.action == REMOVE:
-            target.unlink()
-            _fsync_dir(target.parent)
+    """Carry out ``changes`` (from ``compare``, under ``locked``) as one transaction."""
+    writes = [c for c in changes if c.action in (CREATE, UPDATE)]
+    removes = [c for c in changes if c.action == REMOVE]
+    if not writes and not removes:
+        return  # identical: no write, no fsync
+    made: list[Path] = []
+    temps: list[tuple[Path, Change]] = []
+    current = outdir
+    try:
+        for c in writes:
+            current = outdir / c.path
+            _make_dirs(current.parent, made)
+            temps.append((_write_temp(current.parent, c.new or b""), c))
+        current = outdir / JOURNAL
+        doc = {"renames": [[str(t.relative_to(outdir)), c.path] for t, c in temps], "removes": [c.path for c in removes]}
+        journal_tmp = _write_temp(outdir, json.dumps(doc).encode(), 0o600)
+        temps.append((journal_tmp, Change(JOURNAL, CREATE, None, None)))
+        touched = {outdir} | {(outdir / c.path).parent for c in writes + removes} | {d.parent for d in made}
+        current = outdir / JOURNAL
+        os.replace(journal_tmp, outdir / JOURNAL)
+        # Commit point. Only the output folder is fsynced here: if the machine stops now and
+        # a temporary file's name in another folder is lost, completing the journal skips it
+        # and the same render that completes it rewrites that file from the manifest.
+        _fsync_dir(outdir)
+    except OutputError:
+        _discard(temps, made)
+        raise
+    except OSError as exc:
+        _discard(temps, made)
+        raise OutputError(exc.filename if isinstance(exc, FileExistsError) else current, _reason(exc)) from None
+    done: list[Change] = []
+    try:
+        for tmp, c in temps[:-1]:
+            current = outdir / c.path
+            os.replace(tmp, current)
+            done.append(c)
+        for c in removes:
+            current = outdir / c.path
+            os.unlink(current)
+            done.append(c)
+        for folder in sorted(touched):
+            current = folder
+            _fsync_dir(folder)
+    except OSError as exc:
+        _roll_back(outdir, done, [t for t, c in temps[:-1] if c not in done])
+        raise OutputError(current, _reason(exc)) from None
+    os.unlink(outdir / JOURNAL)
+
+
+def _discard(temps: list[tuple[Path, Change]], made: list[Path]) -> None:
+    for tmp, _ in temps:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+    for folder in reversed(made):
+        with contextlib.suppress(OSError):
+            os.rmdir(folder)
+
+
+def _roll_back(outdir: Path, done: list[Change], left: list[Path]) -> None:
+    """Put back what a failed commit changed, from the bytes ``compare`` read. If that
+    fails too, the journal and the remaining temporary files stay, and the next render
+    completes the commit instead."""
+    try:
+        for c in reversed(done):
+            path = outdir / c.path
+            if c.old is None:
+                os.unlink(path)
+            else:
+                os.replace(_write_temp(path.parent, c.old, c.old_mode or FILE_MODE), path)
+    except OSError:
+        return
+    for tmp in left:
+        with contextlib.suppress(FileNotFoundError):
+            os.unlink(tmp)
+    with contextlib.suppress(OSError):
+        os.unlink(outdir / JOURNAL)
 
 
 def diff(change: Change) -> str:
