@@ -840,9 +840,9 @@ class _Tm:
     def copy(self) -> _Tm:
         return _Tm(self.year, self.mon, self.mday, self.hour, self.min, self.sec, self.wday, self.isdst)
 
-    def set_from(self, t: int, zone: ZoneInfo | None) -> None:
+    def set_from(self, t: int, zone: _Local | None) -> None:
         """localtime_r()/gmtime_r()."""
-        dt = datetime.fromtimestamp(t, zone or timezone.utc)
+        dt = datetime.fromtimestamp(t, zone.info if zone else timezone.utc)
         self.year, self.mon, self.mday = dt.year - 1900, dt.month - 1, dt.day
         self.hour, self.min, self.sec = dt.hour, dt.minute, dt.second
         self.wday = (dt.weekday() + 1) % 7
@@ -856,20 +856,39 @@ _GLIBC_STRIDE = 601200
 _GLIBC_DELTA_BOUND = 536454000 // 2 + _GLIBC_STRIDE
 
 
+class _Local:
+    """A time zone as glibc's mktime() sees it: the zone, and the UTC offset of the last
+    mktime() result, which glibc keeps (a static) and starts its next search from, so an
+    ambiguous local time (the repeated hour) resolves to the occurrence with that offset."""
+
+    __slots__ = ("info", "last_offset")
+
+    def __init__(self, info: ZoneInfo):
+        self.info = info
+        self.last_offset: int | None = None
+
+
 def _is_dst(t: int, zone: ZoneInfo) -> int:
     return 1 if datetime.fromtimestamp(t, zone).dst() else 0
 
 
-def _local_to_utc(wall: int, isdst: int, zone: ZoneInfo) -> int:
+def _local_to_utc(wall: int, isdst: int, local: _Local) -> int:
     """mktime() for one zone: wall-clock seconds (as if UTC) -> seconds since the epoch.
 
-    tm_isdst=-1: the first occurrence of an ambiguous time; a time in a gap is read with the
-    offset before the change. tm_isdst=0/1: the occurrence in that state if there is one,
-    else glibc's rule: the offset of the nearest time in that state (so 00:00 with
-    tm_isdst=0 on the day New York leaves DST is 00:00 EST, which is 01:00 EDT)."""
+    tm_isdst=-1: an ambiguous time resolves to the occurrence whose offset the previous
+    mktime() returned, else the first; a time in a gap is read with the offset before the
+    change. tm_isdst=0/1: the occurrence in that state if there is one, else glibc's rule:
+    the offset of the nearest time in that state (so 00:00 with tm_isdst=0 on the day New
+    York leaves DST is 00:00 EST, which is 01:00 EDT)."""
+    zone = local.info
     naive = datetime(1970, 1, 1) + timedelta(seconds=wall)
     first = int(naive.replace(tzinfo=zone, fold=0).timestamp())
     if isdst < 0:
+        second = int(naive.replace(tzinfo=zone, fold=1).timestamp())
+        if second != first and wall - second == local.last_offset:
+            real = datetime.fromtimestamp(second, zone).replace(tzinfo=None) == naive
+            if real and datetime.fromtimestamp(first, zone).replace(tzinfo=None) == naive:
+                return second
         return first
     for fold in (0, 1):
         t = int(naive.replace(tzinfo=zone, fold=fold).timestamp())
@@ -886,17 +905,21 @@ def _local_to_utc(wall: int, isdst: int, zone: ZoneInfo) -> int:
     return first
 
 
-def _mktime(tm: _Tm, zone: ZoneInfo | None) -> int:
+def _mktime(tm: _Tm, zone: _Local | None) -> int:
     """timegm()/mktime(): normalise out-of-range fields, return seconds since epoch."""
     year = tm.year + 1900 + tm.mon // 12
     days = datetime(year, tm.mon % 12 + 1, 1).toordinal() - _EPOCH_ORDINAL + tm.mday - 1
     wall = days * 86400 + tm.hour * 3600 + tm.min * 60 + tm.sec
-    t = wall if zone is None else _local_to_utc(wall, tm.isdst, zone)
+    if zone is None:
+        t = wall
+    else:
+        t = _local_to_utc(wall, tm.isdst, zone)
+        zone.last_offset = wall - t
     tm.set_from(t, zone)
     return t
 
 
-def _end_of_month(tm: _Tm, zone: ZoneInfo | None, day: int) -> int:
+def _end_of_month(tm: _Tm, zone: _Local | None, day: int) -> int:
     """find_end_of_month(): the `day`-th last day of tm's month, -1 if there is none."""
     t = tm.copy()
     t.mon += 1
@@ -1053,6 +1076,7 @@ def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int, new_year_fix: bool = 
 def _next_usec(cal: Calendar, zone, usec: int, new_year_fix: bool = False) -> int | None:
     """calendar_spec_next_usec_impl(): the first elapse strictly after `usec`."""
     usec += 1
+    zone = _Local(zone) if zone is not None else None
     tm = _Tm()
     tm.set_from(usec // USEC_PER_SEC, zone)
     found = _find_next(cal, zone, tm, usec % USEC_PER_SEC, new_year_fix)
