@@ -285,6 +285,16 @@ def test_two_jobs_together_are_not_a_herd(tmp_path):
     assert "same-second" not in _codes(r, "a")
 
 
+def test_elapses_that_depend_on_the_systemd_release(tmp_path):
+    # A repetition of days that runs past December: 252 skips January 1st, newer releases do not.
+    r = _report(tmp_path, "j: {command: [/bin/true], schedule: '*-*-1/7 12:00', timeout: 1min}\n", start=utc(2026, 12, 20))
+    assert _risk(r, "j", "release-dependent").message.startswith(
+        "systemd with the new-year fix (PR #40266: 259+, Debian 257.13) also runs at 2027-01-01T12:00:00Z,")
+    assert _job(r, "j").next[:2] == (utc(2026, 12, 22, 12), utc(2026, 12, 29, 12))
+    assert utc(2027, 1, 1, 12) not in _job(r, "j").next
+    assert "release-dependent" not in _codes(_report(tmp_path, "j: {command: [/bin/true], schedule: daily, timeout: 1min}\n"), "j")
+
+
 def test_every_risk_code_has_a_test_here():
     source = Path(__file__).read_text()
     assert [code for code in tool.RISKS if f'"{code}"' not in source] == []

@@ -20,7 +20,7 @@ from jobgen import __version__
 from jobgen.cli.exits import EXIT_INVALID, EXIT_OK
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
-COMMANDS = ("render", "check", "run", "plan", "import_crontab", "schema", "directives")
+COMMANDS = ("render", "check", "run", "plan", "import_crontab", "schema", "status", "directives")
 
 
 class Format(str, Enum):

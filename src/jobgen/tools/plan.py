@@ -61,6 +61,7 @@ RISKS: dict[str, tuple[str, str]] = {
     "overrun-emulation-weakened": (WARNING, "accuracy or randomized delay lets a catch-up run escape the overrun emulation"),
     "same-second": (WARNING, "several jobs start in the same second"),
     "host-local-time": (INFO, "the schedule has no time zone: it runs in the host's local time"),
+    "release-dependent": (WARNING, "systemd releases disagree on this schedule's elapses"),
 }
 
 
@@ -539,7 +540,24 @@ def _check_dst(job: Job, facts: JobReport, start: datetime) -> list[Risk]:
     return out
 
 
-_CHECKS = (_check_never, _check_timeout, _check_dst, _check_persistent, _check_overrun, _check_host_local)
+def _check_releases(job: Job, facts: JobReport, start: datetime) -> list[Risk]:
+    """systemd PR #40266 (2026; in Debian's 257.13, not in 252.39): a repetition in the day
+    field that runs past December used to skip January 1st. The listed elapses follow the
+    older rule; say when the newer one differs within a year."""
+    if job.schedule.kind != "calendar":
+        return []
+    cal, _, _ = _calendar(job, facts.time_zone or "UTC")
+    old = [t for t in cal.next_elapses(start, INTERVAL_SAMPLE) if t - start <= HORIZON]
+    new = [t for t in cal.next_elapses(start, INTERVAL_SAMPLE, new_year_fix=True) if t - start <= HORIZON]
+    extra = sorted(set(new) - set(old))
+    if not extra and old == new:
+        return []
+    shown = ", ".join(_iso(t) for t in extra[:3]) or "different times"
+    return [Risk("release-dependent", f"systemd with the new-year fix (PR #40266: 259+, Debian 257.13) also runs at "
+                 f"{shown}, which older releases (252, early 257) skip; the elapses above are the older ones")]
+
+
+_CHECKS = (_check_never, _check_timeout, _check_dst, _check_persistent, _check_overrun, _check_host_local, _check_releases)
 
 
 def _herds(jobs: tuple[Job, ...], facts: dict[str, JobReport], start: datetime) -> dict[str, tuple[str, ...]]:
