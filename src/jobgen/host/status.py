@@ -12,8 +12,10 @@ runs journalctl and systemctl.
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Callable, Iterable
 
 # What the reporter writes (compiler/plan.py REPORTER), in the order status lists them.
@@ -68,13 +70,16 @@ def read_journal(lines: Iterable[str]) -> list[dict]:
 
 
 def _unix(value: str) -> float | None:
-    """systemctl show --timestamp=unix: '@1764720000' (or '' / 'n/a' for none)."""
+    """A timestamp property of `systemctl show` run with TZ=UTC: 'Fri 2027-01-01 00:00:00 UTC'
+    (252 ignores --timestamp=unix for NextElapseUSecRealtime), or '@1798761600'; '' for none."""
     value = value.strip()
-    if value.startswith("@"):
-        try:
+    try:
+        if value.startswith("@"):
             return float(value[1:])
-        except ValueError:
-            return None
+        if value.endswith(" UTC"):
+            return datetime.strptime(value, "%a %Y-%m-%d %H:%M:%S UTC").replace(tzinfo=timezone.utc).timestamp()
+    except ValueError:
+        return None
     return None
 
 
@@ -131,8 +136,10 @@ def collect(jobs: list[str] | None, since: str = DEFAULT_SINCE, run: Run = subpr
         jobs = sorted({e["JOBGEN_JOB"] for e in entries})
     timers: dict[str, dict[str, str]] = {}
     if jobs:
-        show = run(["systemctl", "show", "--timestamp=unix", "-p", ",".join(SHOW_PROPERTIES) + ",LoadState",
-                    *(f"{j}.timer" for j in jobs)], capture_output=True, text=True, timeout=TIMEOUT)  # fmt: skip
+        # TZ=UTC and the C locale: timestamps come out as 'Fri 2027-01-01 00:00:00 UTC'.
+        env = {**os.environ, "TZ": "UTC", "LC_ALL": "C"}
+        show = run(["systemctl", "show", "-p", ",".join(SHOW_PROPERTIES) + ",LoadState", *(f"{j}.timer" for j in jobs)],
+                   capture_output=True, text=True, timeout=TIMEOUT, env=env)  # fmt: skip
         timers = read_show(show.stdout)
     return summarize(jobs, entries, timers)
 
