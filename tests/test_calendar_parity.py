@@ -35,6 +35,8 @@ BASES = (
     "2024-02-28 23:59:59",  # the second before a leap day
     "2026-03-29 00:59:59",  # the second before Europe's spring change (01:00 UTC)
     "2026-10-25 00:30:00",  # inside Europe's repeated hour
+    "2026-11-01 05:30:00",  # inside New York's repeated hour
+    "2026-04-04 15:15:00",  # inside Lord Howe's repeated half hour
 )
 ZONES = ("UTC", "Europe/Berlin", "America/New_York", "Australia/Lord_Howe")  # Lord Howe: 30-min DST
 
