@@ -9,7 +9,9 @@ so this module reproduces what systemd itself accepts, byte for byte where it ma
   same parser, same normalisation, same `*` folding of the seconds chain); `Calendar.normalized` is
   what `systemd-analyze calendar` prints as "Normalized form:", quirks included (see the notes at
   `_chain_problem`).
-* `Calendar.next_elapses` is a port of `find_next()` from the same file.
+* `Calendar.next_elapses` is a port of `find_next()` from the same file, glibc's mktime() DST
+  rules included; `new_year_fix=True` follows systemd PR #40266 (Debian's 257.13 has it, 252.39
+  not). tests/test_calendar_parity.py holds it to systemd-analyze 252 and 257.
 
 Known, deliberate differences from a real systemd:
 
@@ -394,8 +396,9 @@ class Calendar:
         n results means the expression never elapses again (before year 2199). Specs without a
         time zone are computed in UTC (systemd would use the target's local time). At a DST change
         a local time that does not exist is skipped (as systemd 252/257 do: `*-03-30 02:30
-        Europe/Berlin` does not elapse in 2025) and an ambiguous one resolves to its first
-        occurrence, like glibc's mktime() with tm_isdst=-1.
+        Europe/Berlin` does not elapse in 2025) and an ambiguous one resolves as glibc's mktime()
+        does inside systemd's find_next(): by the tm_isdst find_next() carries, else by the offset
+        of the previous mktime() result (usually the first occurrence; see _local_to_utc).
 
         new_year_fix: follow systemd with PR #40266 (see _within_bounds): Debian's 257.13 and
         newer upstream releases; without it, systemd 252 and older 257 point releases.
