@@ -9,7 +9,9 @@ so this module reproduces what systemd itself accepts, byte for byte where it ma
   same parser, same normalisation, same `*` folding of the seconds chain); `Calendar.normalized` is
   what `systemd-analyze calendar` prints as "Normalized form:", quirks included (see the notes at
   `_chain_problem`).
-* `Calendar.next_elapses` is a port of `find_next()` from the same file.
+* `Calendar.next_elapses` is a port of `find_next()` from the same file, glibc's mktime() DST
+  rules included; `new_year_fix=True` follows systemd PR #40266 (Debian's 257.13 has it, 252.39
+  not). tests/test_calendar_parity.py holds it to systemd-analyze 252 and 257.
 
 Known, deliberate differences from a real systemd:
 
@@ -386,7 +388,7 @@ class Calendar:
             out.append(" " + self.timezone)
         return "".join(out)
 
-    def next_elapses(self, after: datetime, n: int = 1) -> list[datetime]:
+    def next_elapses(self, after: datetime, n: int = 1, *, new_year_fix: bool = False) -> list[datetime]:
         """The next `n` elapses strictly after `after` (timezone-aware), as UTC datetimes.
 
         A port of systemd's find_next() (calendarspec.c): each result is the first elapse after
@@ -394,8 +396,12 @@ class Calendar:
         n results means the expression never elapses again (before year 2199). Specs without a
         time zone are computed in UTC (systemd would use the target's local time). At a DST change
         a local time that does not exist is skipped (as systemd 252/257 do: `*-03-30 02:30
-        Europe/Berlin` does not elapse in 2025) and an ambiguous one resolves to its first
-        occurrence, like glibc's mktime() with tm_isdst=-1.
+        Europe/Berlin` does not elapse in 2025) and an ambiguous one resolves as glibc's mktime()
+        does inside systemd's find_next(): by the tm_isdst find_next() carries, else by the offset
+        of the previous mktime() result (usually the first occurrence; see _local_to_utc).
+
+        new_year_fix: follow systemd with PR #40266 (see _within_bounds): Debian's 257.13 and
+        newer upstream releases; without it, systemd 252 and older 257 point releases.
         """
         if after.tzinfo is None:
             raise ValueError("next_elapses needs a timezone-aware datetime")
@@ -403,7 +409,7 @@ class Calendar:
         usec = (after - _EPOCH) // timedelta(microseconds=1)
         result = []
         for _ in range(n):
-            nxt = _next_usec(self, zone, usec)
+            nxt = _next_usec(self, zone, usec, new_year_fix)
             if nxt is None:
                 break
             result.append(_EPOCH + timedelta(microseconds=nxt))
@@ -822,40 +828,101 @@ _ENOENT, _ERANGE, _EDEADLK = -2, -34, -35
 
 
 class _Tm:
-    """The fields of struct tm find_next() works on (year since 1900, month 0..11)."""
+    """The fields of struct tm find_next() works on (year since 1900, month 0..11).
 
-    __slots__ = ("year", "mon", "mday", "hour", "min", "sec", "wday")
+    isdst is carried like tm_isdst: localtime_r() sets it, find_next() resets it to -1 after
+    each loop's first mktime(), and a normalised copy that tm_within_bounds() hands back keeps
+    the value mktime() gave it, which the next mktime() then obeys (see _mktime)."""
 
-    def __init__(self, year=0, mon=0, mday=1, hour=0, min=0, sec=0, wday=0):
+    __slots__ = ("year", "mon", "mday", "hour", "min", "sec", "wday", "isdst")
+
+    def __init__(self, year=0, mon=0, mday=1, hour=0, min=0, sec=0, wday=0, isdst=-1):
         self.year, self.mon, self.mday = year, mon, mday
-        self.hour, self.min, self.sec, self.wday = hour, min, sec, wday
+        self.hour, self.min, self.sec, self.wday, self.isdst = hour, min, sec, wday, isdst
 
     def copy(self) -> _Tm:
-        return _Tm(self.year, self.mon, self.mday, self.hour, self.min, self.sec, self.wday)
+        return _Tm(self.year, self.mon, self.mday, self.hour, self.min, self.sec, self.wday, self.isdst)
 
-    def set_from(self, t: int, zone: ZoneInfo | None) -> None:
+    def set_from(self, t: int, zone: _Local | None) -> None:
         """localtime_r()/gmtime_r()."""
-        dt = datetime.fromtimestamp(t, zone or timezone.utc)
+        dt = datetime.fromtimestamp(t, zone.info if zone else timezone.utc)
         self.year, self.mon, self.mday = dt.year - 1900, dt.month - 1, dt.day
         self.hour, self.min, self.sec = dt.hour, dt.minute, dt.second
         self.wday = (dt.weekday() + 1) % 7
+        self.isdst = 1 if dt.dst() else 0
 
 
-def _mktime(tm: _Tm, zone: ZoneInfo | None) -> int:
-    """timegm()/mktime(tm_isdst=-1): normalise out-of-range fields, return seconds since epoch."""
+# glibc mktime.c: when the wall time's DST state differs from the tm_isdst asked for, it
+# looks for a time with the asked state, in steps of this many seconds, alternately before
+# and after, up to half of duration_max, and uses that time's UTC offset.
+_GLIBC_STRIDE = 601200
+_GLIBC_DELTA_BOUND = 536454000 // 2 + _GLIBC_STRIDE
+
+
+class _Local:
+    """A time zone as glibc's mktime() sees it: the zone, and the UTC offset of the last
+    mktime() result, which glibc keeps (a static) and starts its next search from, so an
+    ambiguous local time (the repeated hour) resolves to the occurrence with that offset."""
+
+    __slots__ = ("info", "last_offset")
+
+    def __init__(self, info: ZoneInfo):
+        self.info = info
+        self.last_offset: int | None = None
+
+
+def _is_dst(t: int, zone: ZoneInfo) -> int:
+    return 1 if datetime.fromtimestamp(t, zone).dst() else 0
+
+
+def _local_to_utc(wall: int, isdst: int, local: _Local) -> int:
+    """mktime() for one zone: wall-clock seconds (as if UTC) -> seconds since the epoch.
+
+    tm_isdst=-1: an ambiguous time resolves to the occurrence whose offset the previous
+    mktime() returned, else the first; a time in a gap is read with the offset before the
+    change. tm_isdst=0/1: the occurrence in that state if there is one, else glibc's rule:
+    the offset of the nearest time in that state (so 00:00 with tm_isdst=0 on the day New
+    York leaves DST is 00:00 EST, which is 01:00 EDT)."""
+    zone = local.info
+    naive = datetime(1970, 1, 1) + timedelta(seconds=wall)
+    first = int(naive.replace(tzinfo=zone, fold=0).timestamp())
+    if isdst < 0:
+        second = int(naive.replace(tzinfo=zone, fold=1).timestamp())
+        if second != first and wall - second == local.last_offset:
+            real = datetime.fromtimestamp(second, zone).replace(tzinfo=None) == naive
+            if real and datetime.fromtimestamp(first, zone).replace(tzinfo=None) == naive:
+                return second
+        return first
+    for fold in (0, 1):
+        t = int(naive.replace(tzinfo=zone, fold=fold).timestamp())
+        real = datetime.fromtimestamp(t, zone).replace(tzinfo=None) == naive
+        if real and _is_dst(t, zone) == isdst:
+            return t
+    if _is_dst(first, zone) == isdst:
+        return first
+    for delta in range(_GLIBC_STRIDE, _GLIBC_DELTA_BOUND, _GLIBC_STRIDE):
+        for other in (first - delta, first + delta):
+            if _is_dst(other, zone) == isdst:
+                offset = datetime.fromtimestamp(other, zone).utcoffset() or timedelta(0)
+                return wall - int(offset.total_seconds())
+    return first
+
+
+def _mktime(tm: _Tm, zone: _Local | None) -> int:
+    """timegm()/mktime(): normalise out-of-range fields, return seconds since epoch."""
     year = tm.year + 1900 + tm.mon // 12
     days = datetime(year, tm.mon % 12 + 1, 1).toordinal() - _EPOCH_ORDINAL + tm.mday - 1
     wall = days * 86400 + tm.hour * 3600 + tm.min * 60 + tm.sec
     if zone is None:
         t = wall
     else:
-        naive = datetime(1970, 1, 1) + timedelta(seconds=wall)
-        t = int(naive.replace(tzinfo=zone, fold=0).timestamp())
+        t = _local_to_utc(wall, tm.isdst, zone)
+        zone.last_offset = wall - t
     tm.set_from(t, zone)
     return t
 
 
-def _end_of_month(tm: _Tm, zone: ZoneInfo | None, day: int) -> int:
+def _end_of_month(tm: _Tm, zone: _Local | None, day: int) -> int:
     """find_end_of_month(): the `day`-th last day of tm's month, -1 if there is none."""
     t = tm.copy()
     t.mon += 1
@@ -889,8 +956,12 @@ def _matching(chain: Chain, tm: _Tm, val: int, zone, end_of_month: bool = False)
     return (1 if d != val else 0), d
 
 
-def _within_bounds(tm: _Tm, zone) -> int:
-    """tm_within_bounds(): 1 if tm is a real time, 0 if normalising moved it (tm updated)."""
+def _within_bounds(tm: _Tm, zone, new_year_fix: bool = False) -> int:
+    """tm_within_bounds(): 1 if tm is a real time, 0 if normalising moved it (tm updated).
+
+    new_year_fix: a change of year also resets the day of the month to 1 (systemd PR #40266,
+    2026; in Debian's 257.13, not in 252.39). Without it `*-*-1/7` skips January 1st when the
+    repetition runs past December."""
     if tm.year + 1900 > MAX_YEAR:
         return _ERANGE
     t = tm.copy()
@@ -900,6 +971,8 @@ def _within_bounds(tm: _Tm, zone) -> int:
         a, b = getattr(t, field), getattr(tm, field)
         if a != b:
             setattr(t, resets, 1 if resets == "mday" else 0)
+            if field == "year" and new_year_fix:
+                t.mday = 1
             cmp = (a > b) - (a < b)
             break
     else:
@@ -920,7 +993,7 @@ def _matches_weekday(bits: int, tm: _Tm, zone) -> bool:
     return bool(bits & (1 << ((t.wday + 6) % 7)))
 
 
-def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int) -> tuple[_Tm, int] | None:
+def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int, new_year_fix: bool = False) -> tuple[_Tm, int] | None:
     """find_next(), step for step; None means 'never'."""
     c = tm.copy()
 
@@ -932,6 +1005,7 @@ def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int) -> tuple[_Tm, int] | 
 
     for _ in range(_MAX_ITERATIONS):
         _mktime(c, zone)
+        c.isdst = -1  # find_next(): c.tm_isdst = spec->dst, which is -1 for every spec jobgen accepts
 
         r, y = _matching(cal.year, c, c.year + 1900, zone)
         c.year = y - 1900
@@ -939,14 +1013,14 @@ def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int) -> tuple[_Tm, int] | 
             reset("mon", "mday", "hour", "min", "sec")
         if r < 0:
             return None
-        if _within_bounds(c, zone) <= 0:
+        if _within_bounds(c, zone, new_year_fix) <= 0:
             return None
 
         r, m = _matching(cal.month, c, c.mon + 1, zone)
         c.mon = m - 1
         if r > 0:
             reset("mday", "hour", "min", "sec")
-        if r < 0 or (r := _within_bounds(c, zone)) < 0:
+        if r < 0 or (r := _within_bounds(c, zone, new_year_fix)) < 0:
             c.year += 1
             reset("mon", "mday", "hour", "min", "sec")
             continue
@@ -956,7 +1030,7 @@ def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int) -> tuple[_Tm, int] | 
         r, c.mday = _matching(cal.day, c, c.mday, zone, cal.end_of_month)
         if r > 0:
             reset("hour", "min", "sec")
-        if r < 0 or (r := _within_bounds(c, zone)) < 0:
+        if r < 0 or (r := _within_bounds(c, zone, new_year_fix)) < 0:
             c.mon += 1
             reset("mday", "hour", "min", "sec")
             continue
@@ -971,7 +1045,7 @@ def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int) -> tuple[_Tm, int] | 
         r, c.hour = _matching(cal.hour, c, c.hour, zone)
         if r > 0:
             reset("min", "sec")
-        if r < 0 or (r := _within_bounds(c, zone)) < 0:
+        if r < 0 or (r := _within_bounds(c, zone, new_year_fix)) < 0:
             c.mday += 1
             reset("hour", "min", "sec")
             continue
@@ -981,7 +1055,7 @@ def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int) -> tuple[_Tm, int] | 
         r, c.min = _matching(cal.minute, c, c.min, zone)
         if r > 0:
             reset("sec")
-        if r < 0 or (r := _within_bounds(c, zone)) < 0:
+        if r < 0 or (r := _within_bounds(c, zone, new_year_fix)) < 0:
             c.hour += 1
             reset("min", "sec")
             continue
@@ -991,7 +1065,7 @@ def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int) -> tuple[_Tm, int] | 
         r, usec = _matching(cal.second, c, c.sec * USEC_PER_SEC + tm_usec, zone)
         tm_usec = usec % USEC_PER_SEC
         c.sec = usec // USEC_PER_SEC
-        if r < 0 or (r := _within_bounds(c, zone)) < 0:
+        if r < 0 or (r := _within_bounds(c, zone, new_year_fix)) < 0:
             c.min += 1
             reset("sec")
             continue
@@ -1002,12 +1076,13 @@ def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int) -> tuple[_Tm, int] | 
     raise ValueError(f"calendar calculation does not converge for {cal.normalized!r}")
 
 
-def _next_usec(cal: Calendar, zone, usec: int) -> int | None:
+def _next_usec(cal: Calendar, zone, usec: int, new_year_fix: bool = False) -> int | None:
     """calendar_spec_next_usec_impl(): the first elapse strictly after `usec`."""
     usec += 1
+    zone = _Local(zone) if zone is not None else None
     tm = _Tm()
     tm.set_from(usec // USEC_PER_SEC, zone)
-    found = _find_next(cal, zone, tm, usec % USEC_PER_SEC)
+    found = _find_next(cal, zone, tm, usec % USEC_PER_SEC, new_year_fix)
     if found is None:
         return None
     tm, tm_usec = found

@@ -12,15 +12,17 @@ Version gates are not checked here: they depend on the target, in plan.py.
 from __future__ import annotations
 
 import difflib
+import json
 import re
 import shlex
 import signal as _signal
 from dataclasses import dataclass
+from datetime import datetime, timezone as dt_timezone
 from typing import Any, Callable
 from urllib.parse import parse_qsl, urlsplit
 from zoneinfo import available_timezones
 
-from jobgen.compiler import names, timespec
+from jobgen.compiler import cron, names, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.escape import CONTROL, SURROGATE
 from jobgen.compiler.load import Map, Node, Scalar, Seq
@@ -187,6 +189,12 @@ def argv(node: Node) -> tuple[str, ...]:
             words = shlex.split(text, posix=True)
         except ValueError as exc:
             raise Invalid(f"cannot split command: {exc}") from None
+        if operator := _shell_operator(text):
+            # Split, not run by a shell: '>' or '|' would reach the program as an argument.
+            raise Invalid(
+                f"'{operator}' is shell syntax, but a string command is split into arguments and no shell runs it; "
+                f"to use the shell write: command: [/bin/sh, -c, {json.dumps(text.strip(), ensure_ascii=False)}]"
+            )
     if not words:
         raise Invalid("the command is empty")
     if not words[0].startswith("/"):
@@ -197,6 +205,21 @@ def argv(node: Node) -> tuple[str, ...]:
             f"(`command -v {words[0]}` on the target host prints it)"
         )
     return tuple(words)
+
+
+def _shell_operator(text: str) -> str | None:
+    """The first unquoted shell operator (| || && ; > >> < 2>&1 & ...) in a command string."""
+    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
+    lexer.whitespace_split = True
+    try:
+        tokens = list(lexer)
+    except ValueError:
+        return None
+    for token in tokens:
+        if token and all(c in "();<>|&" for c in token):
+            # shlex splits '2>&1' into '2', '>&', '1': show the operator as written.
+            return "2>&1" if token == ">&" and "2>&1" in text else token
+    return None
 
 
 def environment(node: Node) -> tuple[tuple[str, str], ...]:
@@ -289,13 +312,35 @@ def calendar(node: Node) -> Schedule:
     try:
         cal = timespec.parse_calendar(value)
     except ValueError as exc:
+        if hint := _not_a_calendar(value):
+            raise Invalid(f"invalid calendar expression '{value}': {hint}") from None
         # timespec says "invalid calendar spec 'X': why"; the value is quoted once here.
         why = str(exc).removeprefix(f"invalid calendar spec {value!r}: ")
         raise Invalid(
             f"invalid calendar expression '{value}': {why} "
             "(systemd.time(7) CALENDAR EVENTS, e.g. daily, 'Mon..Fri 02:30', '*:0/15')"
         ) from None
+    if not cal.next_elapses(_EPOCH, 1):
+        # A date no year has (Feb 30, Apr 31): systemd accepts it and the timer never fires.
+        raise Invalid(f"calendar expression '{value}' never elapses: no date from {timespec.MIN_YEAR} to "
+                      f"{timespec.MAX_YEAR} matches it (systemd would accept it and never run the job)")
     return Schedule("calendar", calendar=cal.normalized, has_timezone=cal.timezone is not None)
+
+
+_EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
+
+
+def _not_a_calendar(value: str) -> str | None:
+    """What the user probably wrote instead of a calendar expression: cron syntax or a time span."""
+    if hint := cron.suggestion(value):
+        return hint
+    if any(c.isalpha() for c in value):
+        try:
+            timespec.parse_timespan(value)
+        except ValueError:
+            return None
+        return f"this is a time span; for a run every {value.strip()} write schedule: {{every: {value.strip()}}}"
+    return None
 
 
 _SCHEDULE_FORMS = {

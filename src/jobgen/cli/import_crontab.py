@@ -1,0 +1,73 @@
+"""`jobgen import-crontab`: a manifest from a crontab; lines it cannot translate faithfully are reported."""
+
+from __future__ import annotations
+
+import os
+import tempfile
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from jobgen.cli.app import err
+from jobgen.cli.exits import EXIT_INVALID
+
+# Some lines were not translated: the manifest holds the others.
+EXIT_PARTIAL = 1
+
+
+def _write(path: Path, text: str) -> None:
+    """Atomically: a temporary file beside it, then rename."""
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+    try:
+        with os.fdopen(fd, "w", encoding="utf-8") as f:
+            f.write(text)
+        os.chmod(tmp, 0o644)
+        os.replace(tmp, path)
+    except BaseException:
+        os.unlink(tmp)
+        raise
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("import-crontab")
+    def import_crontab(
+        crontab: Path = typer.Argument(..., metavar="FILE", help="A crontab: /etc/crontab, a file of /etc/cron.d, or a user crontab."),
+        output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="MANIFEST", help="Write the manifest here (default: standard output)."),
+        user: Optional[str] = typer.Option(None, "--user", help="Owner of a user crontab (its jobs get user: NAME)."),
+        system: Optional[bool] = typer.Option(None, "--system/--user-crontab", help="Whether lines have a user column (default: /etc/crontab and cron.d files do)."),
+        force: bool = typer.Option(False, "--force", help="Overwrite MANIFEST if it exists."),
+    ) -> None:
+        """Translate a crontab into a manifest; untranslatable lines are reported with their line number."""
+        from jobgen.compiler import load, validate
+        from jobgen.compiler.diagnostics import ManifestError
+        from jobgen.tools import crontab as tool
+
+        try:
+            text = crontab.read_text(encoding="utf-8")
+        except (OSError, UnicodeDecodeError) as exc:
+            err(f"jobgen: error: {crontab}: cannot read: {exc}")
+            raise typer.Exit(EXIT_INVALID)
+        if output is not None and output.exists() and not force:
+            err(f"jobgen: error: {output} exists; pass --force to overwrite it")
+            raise typer.Exit(EXIT_INVALID)
+        is_system = tool.system_format(str(crontab)) if system is None else system
+        imported = tool.read(text, crontab.name, system=is_system, user=user)
+        result = tool.manifest(imported, crontab.name)
+        try:  # the translation is jobgen's own: a manifest it refuses is a bug, said plainly
+            validate.validate(load.load_text(result, str(output or "<import>")), str(output or "<import>"))
+        except ManifestError as exc:
+            err(f"jobgen: internal error: the imported manifest does not validate:\n{exc}")
+            raise typer.Exit(70)
+        for note in imported.notes:
+            err(f"{crontab}:{note.line}: note: {note.message}")
+        for problem in imported.problems:
+            err(f"{crontab}:{problem.line}: error: {problem.message}")
+        if output is None:
+            typer.echo(result, nl=False)
+        else:
+            _write(output, result)
+        n = len(imported.problems)
+        err(f"jobgen: {len(imported.jobs)} job{'s' if len(imported.jobs) != 1 else ''} imported"
+            + (f"; {n} line{'s' if n != 1 else ''} not translated" if n else ""))
+        raise typer.Exit(EXIT_PARTIAL if n else 0)

@@ -1,0 +1,315 @@
+"""`jobgen import-crontab`: a manifest from a crontab, each schedule translated faithfully or not at all.
+
+Pure: crontab text in, manifest text and problems out. Reads the three shapes crontab(5)
+describes: /etc/crontab and /etc/cron.d files (a user column before the command) and user
+crontabs (no user column; the user is given). What each line becomes:
+
+* `m h dom mon dow` or `@nickname`: a calendar schedule via compiler/cron.py, checked here
+  against cron's rules over CHECK_DAYS days (tests/test_crontab.py proves each
+  over a year against an independent evaluator). Cron's day-of-month OR day-of-week rule takes
+  two OnCalendar= expressions, which one job cannot hold: such a line is reported, not guessed.
+* `@reboot`: `{after_boot: 1s}`, a run once per boot.
+* the command: cron runs every command with `$SHELL -c` (default /bin/sh), so a command with
+  shell syntax becomes `[SHELL, -c, "..."]`; a plain one with an absolute program becomes an
+  argv list. `\\%` is a literal %; an unescaped `%` (the rest of the line is the command's
+  standard input in cron) is reported.
+* `NAME=value` lines: the environment of the jobs after them; `CRON_TZ` their time zone;
+  `SHELL` the shell; `MAILTO` is reported (jobgen does not mail: use on_failure).
+
+Every problem is (line number, message); a line with a problem produces no job.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta, timezone
+from pathlib import PurePath
+from zoneinfo import ZoneInfo
+
+from jobgen.compiler import cron, timespec
+from jobgen.compiler.names import ENV_NAME, USER_NAME
+
+# The importer itself compares cron's rules with jobgen's engine over this many days (the test
+# proves each translation over a year, against an evaluator written separately).
+CHECK_DAYS = 14
+CHECK_FROM = datetime(2026, 1, 1, tzinfo=timezone.utc)
+DEFAULT_SHELL = "/bin/sh"
+
+# Characters that make a command need a shell (anything a POSIX shell treats specially).
+_SHELL_SYNTAX = re.compile(r"""[|&;<>()$`\\"'*?\[\]#~=%{}!\n]""")
+_ENV_LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
+_NAME_PART = re.compile(r"[^a-z0-9]+")
+
+
+@dataclass(frozen=True)
+class Problem:
+    line: int
+    message: str
+
+    def __str__(self) -> str:
+        return f"line {self.line}: {self.message}"
+
+
+@dataclass(frozen=True)
+class ImportedJob:
+    name: str
+    line: int
+    source: str  # the crontab line as written
+    cron_schedule: str  # the five fields or the @nickname
+    schedule: str | dict  # an OnCalendar= expression or {"after_boot": "1s"}
+    timezone: str | None
+    command: tuple[str, ...]
+    user: str | None
+    environment: tuple[tuple[str, str], ...]
+
+
+@dataclass
+class Imported:
+    jobs: list[ImportedJob] = field(default_factory=list)
+    problems: list[Problem] = field(default_factory=list)
+    notes: list[Problem] = field(default_factory=list)
+
+
+def system_format(path: str) -> bool:
+    """/etc/crontab and /etc/cron.d/* have the user column; other files are user crontabs."""
+    p = PurePath(path)
+    return (p.name == "crontab" and p.parent.name == "etc") or p.parent.name == "cron.d"
+
+
+def read(text: str, stem: str, *, system: bool, user: str | None = None) -> Imported:
+    """Every line of a crontab; `user` is the owner of a user crontab (None: unknown)."""
+    out = Imported()
+    env: dict[str, str] = {}
+    zone: str | None = None
+    shell = DEFAULT_SHELL
+    taken: set[str] = set()
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        # cron's load_env(): a line that is not a job (jobs start with a digit, '*' or '@')
+        # and reads NAME=VALUE sets the environment of the jobs after it.
+        m = None if line[0] in "@*0123456789" else _ENV_LINE.fullmatch(raw)
+        if m is not None:
+            name, value = m.group(1), _unquote(m.group(2))
+            if name == "MAILTO" and value:
+                out.notes.append(Problem(number, f"MAILTO={value}: jobgen does not mail a job's output; it goes to "
+                                         "the journal (add on_failure: [a unit that alerts] to be told of failures)"))
+            elif name == "MAILTO":
+                pass  # MAILTO="": no mail, which is what jobgen does anyway
+            elif name == "CRON_TZ":
+                if not timespec.timezone_is_valid(value):
+                    out.problems.append(Problem(number, f"CRON_TZ={value} is not a time zone jobgen knows"))
+                elif _has_dst(value):
+                    out.notes.append(Problem(number, f"CRON_TZ={value} has DST: a job whose time falls in the hour the "
+                                             "clocks skip runs right after the change in cron, not at all in systemd; "
+                                             "in the repeated hour cron runs '*' minutes twice, systemd once "
+                                             "(`jobgen plan` lists those days)"))
+                zone = value
+            elif name == "SHELL":
+                if not value.startswith("/"):
+                    out.problems.append(Problem(number, f"SHELL={value} is not an absolute path"))
+                shell = value
+            else:
+                env[name] = value
+            continue
+        job = _job(number, raw, stem, system=system, user=user, zone=zone, shell=shell, env=env, out=out)
+        if job is not None:
+            name = _unique(job.name, taken)
+            taken.add(name)
+            out.jobs.append(ImportedJob(**{**job.__dict__, "name": name}))
+    return out
+
+
+def _unquote(value: str) -> str:
+    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
+        return value[1:-1]
+    return value
+
+
+def _unique(name: str, taken: set[str]) -> str:
+    candidate, n = name, 2
+    while candidate in taken:
+        candidate, n = f"{name}-{n}", n + 1
+    return candidate
+
+
+def _split_line(raw: str, system: bool) -> tuple[str, str | None, str] | None:
+    """(schedule, user, command) of a job line, or None when it has too few fields."""
+    words = raw.strip().split(None, 1)
+    if words[0].startswith("@"):
+        nfields = 1
+    else:
+        nfields = 5
+    parts = raw.strip().split(None, nfields + (1 if system else 0))
+    if len(parts) < nfields + (2 if system else 1):
+        return None
+    schedule = " ".join(parts[:nfields])
+    if system:
+        return schedule, parts[nfields], parts[nfields + 1]
+    return schedule, None, parts[nfields]
+
+
+def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zone: str | None, shell: str,
+         env: dict[str, str], out: Imported) -> ImportedJob | None:
+    split = _split_line(raw, system)
+    if split is None:
+        what = "schedule, user and command" if system else "schedule and command"
+        out.problems.append(Problem(number, f"expected {what}; got '{raw.strip()}'"))
+        return None
+    when, owner, command_text = split
+    owner = owner or user
+    if owner is not None and not USER_NAME.fullmatch(owner):
+        out.problems.append(Problem(number, f"'{owner}' is not a user name"))
+        return None
+    command = _command(number, command_text, shell, out)
+    schedule = _schedule(number, when, zone, out)
+    if command is None or schedule is None:
+        return None
+    bad_env = [k for k in env if not ENV_NAME.fullmatch(k)]
+    if bad_env:
+        out.problems.append(Problem(number, f"environment names jobgen cannot pass: {', '.join(bad_env)}"))
+        return None
+    return ImportedJob(
+        name=_name(stem, command, number),
+        line=number,
+        source=" ".join(raw.split()),
+        cron_schedule=when,
+        schedule=schedule,
+        timezone=zone if isinstance(schedule, str) else None,
+        command=command,
+        user=None if owner == "root" else owner,
+        environment=tuple(sorted(env.items())),
+    )
+
+
+def _command(number: int, text: str, shell: str, out: Imported) -> tuple[str, ...] | None:
+    """cron's command field -> argv: crontab(5) '%' rules, then shell or plain words."""
+    if re.search(r"(?<!\\)%", text):
+        out.problems.append(Problem(number, "an unescaped '%' ends the command in cron and sends the rest of the "
+                                    "line to its standard input; rewrite it (e.g. with a here-document in a script) "
+                                    "or escape it as '\\%' if it is meant literally"))
+        return None
+    text = text.replace("\\%", "%")
+    if not _SHELL_SYNTAX.search(text):
+        words = text.split()
+        if words and words[0].startswith("/"):
+            return tuple(words)
+    # cron runs the command as `$SHELL -c command`: that is exactly what the job runs.
+    return (shell, "-c", text)
+
+
+def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | dict | None:
+    if when.lower() == cron.REBOOT:
+        return {"after_boot": "1s"}
+    if when.startswith("@") and when.lower() not in cron.NICKNAMES:
+        out.problems.append(Problem(number, f"unknown nickname '{when}' (cron knows {', '.join([*cron.NICKNAMES, cron.REBOOT])})"))
+        return None
+    try:
+        parsed = cron.parse(when)
+    except cron.CronError as exc:
+        out.problems.append(Problem(number, f"'{when}': {exc}"))
+        return None
+    calendars = cron.to_calendar(parsed)
+    if len(calendars) != 1:
+        out.problems.append(Problem(number, f"'{when}' runs when the day of the month OR the weekday matches "
+                                    f"(crontab(5)), which takes two OnCalendar= expressions: '{calendars[0]}' and "
+                                    f"'{calendars[1]}'; one job has one schedule, so make two jobs by hand"))
+        return None
+    if (problem := check(parsed, calendars[0])) is not None:
+        out.problems.append(Problem(number, f"'{when}': no faithful translation: {problem}"))
+        return None
+    return calendars[0]
+
+
+def _has_dst(zone: str) -> bool:
+    if zone == "UTC":
+        return False
+    z = ZoneInfo(zone)
+    return any(datetime(2026, m, 1, tzinfo=z).dst() for m in range(1, 13))
+
+
+def cron_times(s: cron.CronSchedule, start: datetime, end: datetime) -> list[datetime]:
+    """crontab(5): the wall-clock minutes in (start, end] at which the schedule fires."""
+    out = []
+    day = start.replace(hour=0, minute=0, second=0, microsecond=0)
+    while day <= end:
+        weekday = (day.weekday() + 1) % 7  # cron: 0 = Sunday
+        day_ok, dow_ok = day.day in s.days, weekday in s.weekdays
+        if day.month in s.months and ((day_ok or dow_ok) if s.either_day else (day_ok and dow_ok)):
+            for hour in sorted(s.hours):
+                for minute in sorted(s.minutes):
+                    t = day.replace(hour=hour, minute=minute)
+                    if start < t <= end:
+                        out.append(t)
+        day += timedelta(days=1)
+    return out
+
+
+def check(s: cron.CronSchedule, calendar: str, days: int = CHECK_DAYS) -> str | None:
+    """Compare the calendar's elapses with cron's over `days` from CHECK_FROM, in wall-clock
+    time (UTC: no DST); None when they are the same."""
+    end = CHECK_FROM + timedelta(days=days)
+    expected = cron_times(s, CHECK_FROM, end)
+    got = [t for t in timespec.parse_calendar(calendar + " UTC").next_elapses(CHECK_FROM, len(expected) + 1) if t <= end]
+    for want, have in zip(expected + [None], got + [None]):
+        if want != have:
+            if have is None or (want is not None and want < have):
+                return f"cron runs at {want:%Y-%m-%d %H:%M} but '{calendar}' does not"
+            return f"'{calendar}' elapses at {have:%Y-%m-%d %H:%M} but cron does not run then"
+    return None
+
+
+def _name(stem: str, command: tuple[str, ...], number: int) -> str:
+    """A readable unit name: the program (or the script the shell runs) and the line number."""
+    program = command[0]
+    if len(command) == 3 and command[1] == "-c":
+        words = command[2].split()
+        # The first absolute path that is not a folder to cd into or a file to redirect to.
+        paths = [w for before, w in zip(["", *words], words)
+                 if w.startswith("/") and before not in ("cd", ">", ">>", "<", "2>", "-d")]
+        program = paths[0].rstrip(";") if paths else (words[0] if words else program)
+    base = _NAME_PART.sub("-", program.rsplit("/", 1)[-1].lower()).strip("-") or "job"
+    return f"{_NAME_PART.sub('-', stem.lower()).strip('-') or 'cron'}-{base[:40]}-l{number}"
+
+
+# --------------------------------------------------------------------------- the manifest
+
+
+def _q(text: str) -> str:
+    """A YAML double-quoted scalar (JSON's string syntax is valid YAML)."""
+    return json.dumps(text, ensure_ascii=False)
+
+
+def manifest(imported: Imported, source: str) -> str:
+    """The jobs as a jobgen manifest (YAML), each with its crontab line beside it."""
+    lines = [
+        f"# Imported by `jobgen import-crontab` from {source}.",
+        "# Each schedule was compared with cron's rules; cron's DST handling differs (README: import-crontab).",
+        "# cron starts a run even while the previous one is still going; these jobs skip instead",
+        "# (overlap: skip, jobgen's default): set overlap: allow to keep cron's behaviour.",
+        "jobgen: 1",
+        "jobs:",
+    ]
+    if not imported.jobs:
+        lines[-1] = "jobs: {}"
+    for job in imported.jobs:
+        lines.append(f"  # line {job.line}: {job.source}")
+        lines.append(f"  {job.name}:")
+        lines.append(f"    description: {_q(f'cron: {job.source}')}")
+        lines.append("    command: [" + ", ".join(_q(w) for w in job.command) + "]")
+        if isinstance(job.schedule, dict):
+            lines.append(f"    schedule: {{after_boot: {job.schedule['after_boot']}}}")
+        else:
+            lines.append(f"    schedule: {_q(job.schedule)}")
+        if job.timezone:
+            lines.append(f"    timezone: {job.timezone}")
+        if job.user:
+            lines.append(f"    user: {job.user}")
+        if job.environment:
+            lines.append("    environment:")
+            lines += [f"      {k}: {_q(v)}" for k, v in job.environment]
+    return "\n".join(lines) + "\n"
