@@ -25,7 +25,7 @@ def test_enqueue_drain_and_list_a_spool(tmp_path):
     assert first.stderr == f"jobgen enqueue: export: enqueued: {rid} (1 pending)\n"
     jobgen("enqueue", *store, "--max-pending", "2")
     full = jobgen("enqueue", *store, "--max-pending", "2")
-    assert (full.returncode, full.stdout) == (73, "")
+    assert (full.returncode, full.stdout) == (74, "")
     assert full.stderr == "jobgen enqueue: export: rejected: queue full, request not recorded (2 requests pending (max_pending 2))\n"
     listing = json.loads(jobgen("queue", *store, "--format", "json").stdout)
     assert [(r["state"], r["args"], r["attempts"]) for r in listing["requests"]] == [("pending", ["2026-12"], 0), ("pending", [], 0)]

@@ -8,11 +8,16 @@ EXIT_DRIFT = 1  # render --check: something would change
 EXIT_INVALID = 2  # invalid manifest, bad usage or bad target; with --strict, a warning
 EXIT_OUTPUT = 73  # the output folder cannot be written (sysexits.h EX_CANTCREAT); it is left as it was
 
+from jobgen.runtime.queue.command import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL  # noqa: E402
+
 EXIT_CODES = (
     (EXIT_OK, "ok"),
     (EXIT_DRIFT, "render --check: something would change"),
     (EXIT_INVALID, "invalid manifest, usage or target (with --strict: a warning); nothing written"),
     (EXIT_OUTPUT, "render: the output folder cannot be written; it is left as it was"),
+    (EXIT_FULL, "enqueue: the queue is full; the request was not recorded"),
+    (EXIT_NO_SUCH, "queue --retry/--drop: no such request"),
+    (EXIT_SPOOL, "enqueue/drain/queue: the spool folder cannot be used"),
     (75, "run/lock: another run holds the lock (EX_TEMPFAIL)"),
     (64, "lock: usage; 69, 76, 77, 78: see README 'Cluster locks'"),
 )

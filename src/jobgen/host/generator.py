@@ -163,6 +163,10 @@ class _Compiled:
     notes: tuple[Diagnostic, ...]
 
 
+def _covers(target: Target, release: int) -> bool:
+    return target.min <= release and (target.max is None or release <= target.max)
+
+
 def _compile(path: str, running: Target | None, holder: str) -> _Compiled:
     """One manifest through the compiler stages pipeline.build() runs, with one change: the
     running systemd is the target unless the manifest names one (an explicit target wins).
@@ -174,7 +178,7 @@ def _compile(path: str, running: Target | None, holder: str) -> _Compiled:
     extra = []
     if manifest.target is None and running is not None:
         manifest = dataclasses.replace(manifest, target=running)
-    elif manifest.target is not None and running is not None and not manifest.target.includes(running.min):
+    elif manifest.target is not None and running is not None and not _covers(manifest.target, running.min):
         pos = manifest.target_pos or Pos(path, 1, 1)
         extra.append(Diagnostic(pos, WARNING, f"target {manifest.target.label} does not include the running systemd {running.min}; "
                                               "its units may use directives this systemd ignores"))

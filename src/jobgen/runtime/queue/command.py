@@ -15,8 +15,9 @@ JOB` and `jobgen queue MANIFEST JOB` (the forms operators type) are turned into 
 jobgen.cli.queue, from the same plan the units were rendered from.
 
 Exit codes (README "overlap: queue"): 0 enqueued / coalesced / drained; 1 a drain left a
-request to retry or failed; 73 the queue is full (on_full: reject), the request was NOT
-recorded; 64 usage; 69/77/78 as `jobgen lock` for the lock server.
+request to retry or failed; 74 the queue is full (on_full: reject), the request was NOT
+recorded; 65 --retry/--drop named no such request; 71 the spool cannot be used; 64 usage;
+69/77/78 as `jobgen lock` for the lock server.
 """
 
 from __future__ import annotations
@@ -26,12 +27,17 @@ import json
 import os
 import time
 from dataclasses import dataclass, field
+from pathlib import Path
 
 from jobgen.runtime import journal
 from jobgen.runtime.queue.spool import ON_FULL, STATES, NoSuchRequest, QueueFull, Spool
 
-EXIT_OK, EXIT_LEFT_WORK, EXIT_USAGE, EXIT_FULL = 0, 1, 64, 73
+EXIT_OK, EXIT_LEFT_WORK, EXIT_USAGE = 0, 1, 64
+# Not 73 (render's "cannot write") nor 75 (a lock conflict, which units count as success):
+# a rejected request is a failure the unit must show.
+EXIT_FULL = 74
 EXIT_NO_SUCH = 65  # EX_DATAERR: --retry/--drop named no such request
+EXIT_SPOOL = 71  # EX_OSERR: the spool folder is missing or not the job user's
 
 
 class UsageError(Exception):
@@ -89,7 +95,7 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def open_store(args: argparse.Namespace):
     if args.spool:
-        return Spool(__import__("pathlib").Path(args.spool), args.max_pending, args.on_full, args.max_attempts)
+        return Spool(Path(args.spool), args.max_pending, args.on_full, args.max_attempts)
     if not args.name:
         raise UsageError("--backend needs --name")
     from jobgen.runtime import backends
@@ -201,4 +207,4 @@ def main(verb: str, argv: list[str]) -> Result:
         return Result(EXIT[outcome][0], err=[f"jobgen {verb}: {outcome}: {exc}"])
     except OSError as exc:
         # The spool folder is missing or not ours (systemd-tmpfiles makes it): not a traceback.
-        return Result(71, err=[f"jobgen {verb}: cannot use the queue: {exc.strerror}: {exc.filename}"])
+        return Result(EXIT_SPOOL, err=[f"jobgen {verb}: cannot use the queue: {exc.strerror}: {exc.filename}"])
