@@ -174,7 +174,7 @@ HARDENING = {"none": (), "default": _HARDENING_DEFAULT, "strict": _HARDENING_STR
 # checks that rendered units use no other).
 EMITTED: tuple[tuple[str, str], ...] = (
     ("Unit", "Description"), ("Unit", "OnFailure"), ("Unit", "OnSuccess"), ("Unit", "PartOf"),
-    ("Unit", "Wants"), ("Unit", "StartLimitIntervalSec"), ("Unit", "StartLimitBurst"),
+    ("Unit", "Wants"), ("Unit", "After"), ("Unit", "StartLimitIntervalSec"), ("Unit", "StartLimitBurst"),
     ("Service", "Type"), ("Service", "User"), ("Service", "Group"), ("Service", "WorkingDirectory"),
     ("Service", "Environment"), ("Service", "EnvironmentFile"), ("Service", "ExecCondition"),
     ("Service", "ExecStart"), ("Service", "ExecStopPost"), ("Service", "SuccessExitStatus"),
@@ -387,6 +387,11 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     _common_unit(svc, job, Raw(description))
     for unit in job.on_success:
         svc.set("Unit", "OnSuccess", Raw(unit, specifiers=True), job.where("on_success"), "on_success")
+    if job.lock is not None and job.lock.scope == "cluster":
+        # The lock server is on the network: at boot a timer (Persistent=, OnBootSec=) can
+        # start the job before it is reachable (systemd.special(7) network-online.target).
+        svc.set("Unit", "Wants", Raw("network-online.target"))
+        svc.set("Unit", "After", Raw("network-online.target"))
     svc.set("Service", "Type", Raw("oneshot"))
     _common_service(svc, job)
     if emulate_defer:
