@@ -76,8 +76,9 @@ def load_text(text: str, file: str) -> Node:
     The root mapping carries the other problems in ``problems`` (validate reports them)."""
     if len(text) > limits.MANIFEST_BYTES or len(text.encode("utf-8", "surrogatepass")) > limits.MANIFEST_BYTES:
         raise ManifestError([_too_large(file)])
-    loader = _Loader(text, file)
+    loader = None
     try:
+        loader = _Loader(text, file)  # PyYAML's reader checks every character here
         root = loader.get_single_node()
     except _Limit as exc:
         raise ManifestError([exc.diagnostic]) from None
@@ -88,12 +89,13 @@ def load_text(text: str, file: str) -> Node:
     except yaml.YAMLError as exc:  # anything else PyYAML raises: one line, at the top
         raise ManifestError([Diagnostic(Pos(file, 1, 1), ERROR, "invalid YAML: " + " ".join(str(exc).split()))]) from None
     finally:
-        loader.dispose()
+        if loader is not None:
+            loader.dispose()
     if root is None:
         raise ManifestError(
             [Diagnostic(Pos(file, 1, 1), ERROR, "the manifest is empty (it needs at least 'jobgen: 1' and a 'jobs:' section)")]
         )
-    converter = _Converter(file, loader.tagged)
+    converter = _Converter(file, loader.tagged if loader else {})
     try:
         tree = converter.convert(root, frozenset(), (), 1)
     except _Limit as exc:

@@ -1,0 +1,106 @@
+"""Why jobgen refuses or warns: the real systemd tool shows the problem on the output
+jobgen would otherwise write.
+
+tests/errors/ holds the messages (warn-user-nobody, lock-shared-different-users); these
+tests hold the evidence:
+
+* systemd-analyze verify warns "Special user nobody configured, this is not safe!" for
+  the unit of a job that runs as nobody, and says nothing for a dedicated user;
+* systemd-tmpfiles, given two jobs' lock lines for one path with different owners, keeps
+  the first and ignores the other ("Duplicate line"), so the second job's user cannot
+  open its lock file. The same owner twice is no conflict.
+"""
+
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from jobgen.compiler import pipeline
+from jobgen.compiler.target import parse_target
+from support.sdanalyze import host_analyzer, versioned_analyzer
+
+TMPFILES = shutil.which("systemd-tmpfiles")
+
+
+def _worker(user: str) -> str:
+    return (
+        'jobgen: 1\ntarget: {systemd: ">=252"}\nworkers:\n  mailer:\n'
+        f"    command: [/usr/local/bin/mailer]\n    stop_timeout: 30s\n    user: {user}\n"
+    )
+
+
+def _write(tmp_path: Path, files: dict[str, bytes]) -> list[Path]:
+    paths = []
+    for name, data in files.items():
+        path = tmp_path / name
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_bytes(data)
+        paths.append(path)
+    return paths
+
+
+def _analyzers():
+    found = [a for a in (host_analyzer(), versioned_analyzer(257)) if a is not None]
+    if not found:
+        pytest.skip("no systemd-analyze: neither on this host nor cached (run scripts/fetch-systemd-versions)")
+    return found
+
+
+@pytest.mark.parametrize("user,expected", [("nobody", ["Special user nobody configured, this is not safe!"]), ("mail", [])])
+def test_systemd_warns_about_user_nobody(tmp_path: Path, user: str, expected: list[str]) -> None:
+    result = pipeline.build(str(tmp_path / "m.yaml"), parse_target("252"), text=_worker(user))
+    warned = [d.message for d in result.diagnostics if d.severity == "warning"]
+    assert bool(warned) == bool(expected)  # jobgen warns exactly when systemd does
+    units = [p for p in _write(tmp_path / "out", result.files) if p.suffix == ".service"]
+    for analyzer in _analyzers():
+        verdict = analyzer.verify(units, stubs=["/usr/local/bin/mailer"])
+        said = [line.split(": ", 1)[-1] for line in verdict.lines]
+        assert said == expected, analyzer.label
+
+
+def _job(name: str, user: str) -> str:
+    return (
+        f'jobgen: 1\ntarget: {{systemd: ">=252"}}\njobs:\n  {name}:\n    command: [/usr/local/bin/{name}]\n'
+        f"    schedule: daily\n    user: {user}\n    lock: {{name: warehouse}}\n"
+    )
+
+
+def _tmpfiles_root(tmp_path: Path, manifests: dict[str, str]) -> Path:
+    """A root folder with users shop (1001) and etl (1002) and the tmpfiles.d files
+    jobgen renders from each manifest (each valid on its own)."""
+    root = tmp_path / "root"
+    (root / "etc" / "tmpfiles.d").mkdir(parents=True)
+    (root / "etc" / "passwd").write_text("root:x:0:0::/root:/bin/sh\nshop:x:1001:1001::/:/bin/false\netl:x:1002:1002::/:/bin/false\n")
+    (root / "etc" / "group").write_text("root:x:0:\nshop:x:1001:\netl:x:1002:\n")
+    for stem, text in manifests.items():
+        files = pipeline.build(str(tmp_path / f"{stem}.yaml"), text=text).files
+        (root / "etc" / "tmpfiles.d" / f"jobgen-{stem}.conf").write_bytes(files[f"tmpfiles.d/jobgen-{stem}.conf"])
+    return root
+
+
+def _create(root: Path) -> list[str]:
+    proc = subprocess.run([TMPFILES, f"--root={root}", "--create"], capture_output=True, text=True, timeout=60)
+    assert proc.returncode == 0, proc.stderr
+    return [line.replace(str(root), "") for line in proc.stderr.splitlines()]
+
+
+@pytest.mark.skipif(TMPFILES is None, reason="no systemd-tmpfiles on this host")
+def test_tmpfiles_keeps_one_owner_for_a_shared_lock_file(tmp_path: Path) -> None:
+    root = _tmpfiles_root(tmp_path, {"export": _job("export", "shop"), "import": _job("import", "etl")})
+    assert _create(root) == [
+        '/etc/tmpfiles.d/jobgen-import.conf:6: Duplicate line for path "/run/lock/jobgen/warehouse.lock", ignoring.'
+    ]
+    lock = (root / "run" / "lock" / "jobgen" / "warehouse.lock").stat()
+    # Owned by the first job's user, 0640: the job running as etl cannot open it.
+    assert (lock.st_uid, lock.st_mode & 0o777) == (1001, 0o640)
+
+
+@pytest.mark.skipif(TMPFILES is None, reason="no systemd-tmpfiles on this host")
+def test_tmpfiles_accepts_a_lock_file_shared_by_one_user(tmp_path: Path) -> None:
+    root = _tmpfiles_root(tmp_path, {"export": _job("export", "shop"), "audit": _job("audit", "shop")})
+    assert _create(root) == []
+    assert (root / "run" / "lock" / "jobgen" / "warehouse.lock").stat().st_uid == 1001
