@@ -82,8 +82,10 @@ M = "m.yaml"
 HOSTILE = [
     # (what, manifest text, the expected diagnostics). A problem found in what an alias
     # expands to is placed where the aliased value is written.
+    # libyaml stops at its own limit (1000 levels) while it looks ahead in a flow list,
+    # before the composer reaches jobgen's (32): the same message, where libyaml saw it.
     ("nesting 100,000 levels deep (was RecursionError)", _deep(100_000),
-     [f"{M}:5:43: error: the manifest nests deeper than 32 levels (a manifest needs 5) (README: Limits)"]),
+     [f"{M}:5:1011: error: the manifest nests deeper than 32 levels (a manifest needs 5) (README: Limits)"]),
     ("nesting deeper through chained aliases", _chained_aliases(),
      [f"{M}:3:10: error: the manifest nests deeper than 32 levels through aliases; write it out plainly (README: Limits)"]),
     ("a 2 MiB line (reached systemd: 'No buffer space available')",

@@ -147,10 +147,28 @@ def test_plain_and_quoted_values_carry_no_tag_problem() -> None:
     assert load.load_text("a: x\nb: 'x'\nc: [x]\nd: {e: x}\n", "t.yaml").problems == ()
 
 
-def test_nesting_is_refused_before_pyyaml_recurses() -> None:
+@pytest.mark.parametrize(
+    "levels,col",
+    [
+        (40, 35),  # the composer stops at the 33rd level
+        # libyaml scans up to 1024 characters ahead for a flow collection's possible key and
+        # stops at its own limit (1000 levels) first: the same problem, where it saw it.
+        (50_000, 1003),
+    ],
+)
+def test_nesting_is_refused_before_pyyaml_recurses(levels: int, col: int) -> None:
     """PyYAML's composer recursed into RecursionError at a few hundred levels."""
     with pytest.raises(load.ManifestError) as caught:
-        load.load_text("v: " + "[" * 50_000 + "]" * 50_000 + "\n", "t.yaml")
+        load.load_text("v: " + "[" * levels + "]" * levels + "\n", "t.yaml")
     assert [str(d) for d in caught.value.diagnostics] == [
-        "t.yaml:1:35: error: the manifest nests deeper than 32 levels (a manifest needs 5) (README: Limits)"
+        f"t.yaml:1:{col}: error: the manifest nests deeper than 32 levels (a manifest needs 5) (README: Limits)"
+    ]
+
+
+def test_block_nesting_is_refused_too() -> None:
+    text = "".join(" " * i + f"k{i}:\n" for i in range(40)) + " " * 40 + "v\n"
+    with pytest.raises(load.ManifestError) as caught:
+        load.load_text(text, "t.yaml")
+    assert [str(d) for d in caught.value.diagnostics] == [
+        "t.yaml:32:32: error: the manifest nests deeper than 32 levels (a manifest needs 5) (README: Limits)"
     ]

@@ -8,20 +8,22 @@ tests hold the evidence:
   the unit of a job that runs as nobody, and says nothing for a dedicated user;
 * systemd-tmpfiles, given two jobs' lock lines for one path with different owners, keeps
   the first and ignores the other ("Duplicate line"), so the second job's user cannot
-  open its lock file. The same owner twice is no conflict.
+  open its lock file. The same owner twice is no conflict;
+* the names refused as system units include every unit the real systemd packages ship.
 """
 
 from __future__ import annotations
 
+import re
 import shutil
 import subprocess
 from pathlib import Path
 
 import pytest
 
-from jobgen.compiler import pipeline
+from jobgen.compiler import names, pipeline
 from jobgen.compiler.target import parse_target
-from support.sdanalyze import host_analyzer, versioned_analyzer
+from support.sdanalyze import RELEASES, cache_dir, host_analyzer, versioned_analyzer
 
 TMPFILES = shutil.which("systemd-tmpfiles")
 
@@ -104,3 +106,40 @@ def test_tmpfiles_accepts_a_lock_file_shared_by_one_user(tmp_path: Path) -> None
     root = _tmpfiles_root(tmp_path, {"export": _job("export", "shop"), "audit": _job("audit", "shop")})
     assert _create(root) == []
     assert (root / "run" / "lock" / "jobgen" / "warehouse.lock").stat().st_uid == 1001
+
+
+# --------------------------------------------------------------------------- system unit names
+
+_UNIT_DIRS = ("lib/systemd/system", "usr/lib/systemd/system")
+_UNIT_FILE = re.compile(r"(?P<stem>[^@]+?)@?\.(service|socket|target|timer|path|mount|slice|automount|swap)")
+
+
+def _shipped_stems() -> dict[str, str]:
+    """Unit name stems in the systemd releases the suite caches (scripts/fetch-systemd-versions:
+    Debian's systemd packages 247, 252, 257, 262) and in the Debian 12/13 systems the e2e
+    tests boot (minbase + systemd: apt, dpkg, e2fsprogs, util-linux, ...): stem -> where."""
+    roots = [cache_dir() / str(release) / "root" for release in sorted(RELEASES)]
+    roots += sorted((cache_dir().parent / "rootfs").glob("*"))
+    stems: dict[str, str] = {}
+    for root in roots:
+        for folder in (root / d for d in _UNIT_DIRS):
+            for unit in sorted(folder.iterdir()) if folder.is_dir() else ():
+                if (m := _UNIT_FILE.fullmatch(unit.name)) and names.JOB_NAME.fullmatch(m["stem"]):
+                    stems.setdefault(m["stem"], str(unit))
+    return stems
+
+
+def test_every_unit_systemd_ships_is_refused_as_a_name() -> None:
+    """The table in names.py (SYSTEM_UNITS, SYSTEM_PREFIXES) covers every unit the real
+    systemd packages ship: a new release that adds a unit shows here."""
+    stems = _shipped_stems()
+    if not stems:
+        pytest.skip(f"no systemd release cached in {cache_dir()}: run scripts/fetch-systemd-versions")
+    assert len(stems) > 100  # the folders were read, not missed
+    missing = {stem: where for stem, where in stems.items() if names.system_unit(stem) is None}
+    assert missing == {}
+
+
+@pytest.mark.parametrize("name", ["backup", "catalog-refresh", "nightly-billing", "mailer", "app-ssh", "sshkeys", "timers2"])
+def test_ordinary_names_are_not_system_units(name: str) -> None:
+    assert names.system_unit(name) is None

@@ -106,7 +106,7 @@ SYSTEM_UNITS: dict[str, str] = {
         "initrd-switch-root.target", "initrd-udevadm-cleanup-db.service", "kmod.service",
         "kmod-static-nodes.service", "ldconfig.service", "modprobe@.service", "proc-sys-fs-binfmt_misc.mount",
         "procps.service", "quotaon.service", "quotaon-root.service", "rc-local.service", "rc.service",
-        "rcS.service", "runlevel0.target", "runlevel1.target", "runlevel6.target", "serial-getty@.service",
+        "rcS.service", "run-lock.mount", "runlevel0.target", "runlevel1.target", "runlevel6.target", "serial-getty@.service",
         "soft-reboot.target", "ssh-access.target", "storage-target-mode.target", "sys-fs-fuse-connections.mount",
         "sys-kernel-config.mount", "sys-kernel-debug.mount", "sys-kernel-tracing.mount", "system-install.target",
         "tmp.mount", "tpm2.target", "user-runtime-dir@.service", "user@.service", "x11-common.service",
@@ -116,6 +116,7 @@ SYSTEM_UNITS: dict[str, str] = {
     **{u: _DEBIAN.format(pkg) for pkg, units in (
         ("apt", ("apt-daily.service", "apt-daily-upgrade.service")),
         ("dpkg", ("dpkg-db-backup.service",)),
+        ("libpam-modules", ("pam_namespace.service",)),
         ("e2fsprogs", ("e2scrub@.service", "e2scrub_all.service", "e2scrub_fail@.service", "e2scrub_reap.service")),
         ("util-linux", ("fstrim.service", "uuidd.service")),
         ("man-db", ("man-db.service",)),
