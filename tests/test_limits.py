@@ -90,9 +90,9 @@ HOSTILE = [
      [f"{M}:3:10: error: the manifest nests deeper than 32 levels through aliases; write it out plainly (README: Limits)"]),
     ("a 2 MiB line (reached systemd: 'No buffer space available')",
      HEAD + "jobs:\n" + job("backup", "[/usr/local/bin/backup, " + "x" * 2 * 1024 * 1024 + "]"),
-     [f"{M}:1:1: error: the manifest is larger than 1024 KiB, jobgen's limit for one manifest; split it into several manifests (README: Limits)"]),
+     [f"{M}:1:1: error: the manifest is larger than 1 MiB, jobgen's limit for one manifest; split it into several manifests (README: Limits)"]),
     ("a manifest of 17,000 ordinary jobs, past 1 MiB", _too_large(),
-     [f"{M}:1:1: error: the manifest is larger than 1024 KiB, jobgen's limit for one manifest; split it into several manifests (README: Limits)"]),
+     [f"{M}:1:1: error: the manifest is larger than 1 MiB, jobgen's limit for one manifest; split it into several manifests (README: Limits)"]),
     ("one value past 64 KiB", HEAD + "jobs:\n" + job("backup", extra=f"    description: {'x' * 70_000}\n"),
      [f"{M}:7:18: error: a value of 70,000 bytes; one value may have at most 65,536 (README: Limits)"]),
     ("4 MiB of values through aliases", _values_through_aliases(),
@@ -129,6 +129,21 @@ def test_hostile_input_exits_2_with_a_position_and_writes_nothing(tmp_path: Path
         assert result.stderr.splitlines() == expected + ["jobgen: 1 error; nothing written"]
         assert result.returncode == 2
     assert _tree(out) == before
+
+
+def test_validation_stops_after_1000_problems(tmp_path: Path) -> None:
+    """40,000 misspelt keys took minutes (each gets a "did you mean" search); problems
+    past the first 1,000 are not looked for."""
+    keys = "".join(f"    descriptoin{i}: x\n" for i in range(1100))
+    (tmp_path / M).write_text(HEAD + "jobs:\n" + job("backup", extra=keys))
+    result = jobgen("check", M, cwd=tmp_path)
+    lines = result.stderr.splitlines()
+    assert lines[0] == f"{M}:7:5: error: job 'backup': unknown key 'descriptoin0'; did you mean 'description'?"
+    assert lines[-2:] == [
+        f"{M}:1007:5: error: more than 1,000 problems; stopped here (README: Limits)",
+        "jobgen: 1001 errors; nothing written",
+    ]
+    assert len(lines) == 1002 and result.returncode == 2
 
 
 def test_a_manifest_file_name_too_long_for_its_tmpfiles_conf(tmp_path: Path) -> None:
@@ -210,6 +225,7 @@ def test_readme_states_every_limit() -> None:
         f"| manifest file | {limits.MANIFEST_BYTES // 2**20} MiB |",
         f"| {limits.DEPTH} levels",
         f"| {limits.NODES:,} |",
+        f"| problems reported | {limits.PROBLEMS:,} |",
         f"| one value | {limits.VALUE_BYTES // 1024} KiB |",
         f"| {limits.TOTAL_VALUE_BYTES // 2**20} MiB |",
         f"| {limits.COMMAND_ARGS:,} arguments, {limits.COMMAND_BYTES // 1024} KiB in all |",

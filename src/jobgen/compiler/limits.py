@@ -25,6 +25,10 @@ VALUE_BYTES = 64 * 1024
 # All values together, counting every use of an alias: what the units can grow to.
 TOTAL_VALUE_BYTES = 4 * 1024 * 1024
 
+# Problems reported for one manifest: past this, validation stops and says so. Each
+# problem costs a message and often a "did you mean" search.
+PROBLEMS = 1000
+
 # --------------------------------------------------------------------------- what reaches units
 # systemd reads unit files line by line and refuses a line longer than LONG_LINE_MAX,
 # 1 MiB (src/basic/fileio.h; "No buffer space available"). The longest line jobgen

@@ -80,7 +80,7 @@ def load_text(text: str, file: str) -> Node:
         raise ManifestError([_too_large(file)])
     loader = None
     try:
-        loader = _Loader(text, file)  # PyYAML's reader checks every character here
+        loader = _Loader(text, file)  # the reader checks every character here
         root = loader.get_single_node()
     except _Limit as exc:
         raise ManifestError([exc.diagnostic]) from None
@@ -117,7 +117,7 @@ def _too_large(file: str) -> Diagnostic:
     return Diagnostic(
         Pos(file, 1, 1),
         ERROR,
-        f"the manifest is larger than {limits.MANIFEST_BYTES // 1024} KiB, jobgen's limit for one manifest; "
+        f"the manifest is larger than {limits.MANIFEST_BYTES // 2**20} MiB, jobgen's limit for one manifest; "
         "split it into several manifests (README: Limits)",
     )
 

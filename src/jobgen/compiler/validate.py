@@ -503,22 +503,36 @@ def _closest(word: str, options) -> str | None:
     return close[0] if close else None
 
 
-def _hint(word: str, options) -> str:
-    """For an unknown key: the likely spelling, or else every allowed one."""
-    return _did_you_mean(word, options) or "; allowed: " + ", ".join(options)
+def _hint(word: str, options, close: str | None = None) -> str:
+    """For an unknown key: the likely spelling (``close``, when already looked up), or
+    else every allowed one."""
+    close = close or _closest(word, options)
+    return f"; did you mean '{close}'?" if close else "; allowed: " + ", ".join(options)
 
 
 # --------------------------------------------------------------------------- the pass
 
+class _TooMany(Exception):
+    """More problems than limits.PROBLEMS: validation stops (every problem costs a message
+    and often a "did you mean" search; 40,000 misspelt keys took minutes)."""
+
+
 class _Problems:
     def __init__(self) -> None:
         self.items: set[Diagnostic] = set()
+        self.stopped_at: Pos | None = None
+
+    def add(self, diagnostic: Diagnostic) -> None:
+        if len(self.items) >= limits.PROBLEMS:
+            self.stopped_at = diagnostic.pos
+            raise _TooMany
+        self.items.add(diagnostic)
 
     def error(self, pos: Pos, message: str) -> None:
-        self.items.add(Diagnostic(pos, ERROR, message))
+        self.add(Diagnostic(pos, ERROR, message))
 
     def warning(self, pos: Pos, message: str) -> None:
-        self.items.add(Diagnostic(pos, WARNING, message))
+        self.add(Diagnostic(pos, WARNING, message))
 
     def error_count(self) -> int:
         return sum(1 for d in self.items if d.severity == ERROR)
@@ -555,8 +569,9 @@ def _convert_keys(
             problems.error(key.pos, f"{what}: '{key.value}' {why}")
             continue
         if spec is None:
-            problems.error(key.pos, f"{what}: unknown key '{key.value}'{_hint(key.value, sorted(table))}")
-            if close := _closest(key.value, table):
+            close = _closest(key.value, table)
+            problems.error(key.pos, f"{what}: unknown key '{key.value}'{_hint(key.value, sorted(table), close)}")
+            if close:
                 seen.meant.add(close)
             continue
         seen.keypos[key.value] = key.pos
@@ -934,13 +949,23 @@ def _units(kind: str, section: Map | None, defaults: Map | None, table, rules, p
 
 
 def validate(tree: Node, path: str, target_override: Target | None = None) -> tuple[Manifest, list[Diagnostic]]:
-    """Return the model and its warnings, or raise ManifestError with every error."""
+    """Return the model and its warnings, or raise ManifestError with every error (up to
+    limits.PROBLEMS of them)."""
     p = _Problems()
+    try:
+        return _validate(tree, path, target_override, p)
+    except _TooMany:
+        stop = f"more than {limits.PROBLEMS:,} problems; stopped here (README: Limits)"
+        raise ManifestError(sorted(p.items) + [Diagnostic(p.stopped_at or Pos(path, 1, 1), ERROR, stop)]) from None
+
+
+def _validate(tree: Node, path: str, target_override: Target | None, p: _Problems) -> tuple[Manifest, list[Diagnostic]]:
     if not isinstance(tree, Map):
         raise ManifestError(
             [Diagnostic(tree.pos, ERROR, f"the manifest must be a mapping with jobgen: {MANIFEST_VERSION} and jobs:, got {_kind(tree)}")]
         )
-    p.items.update(tree.problems)  # what load.py read past: reported with everything else
+    for problem in tree.problems:  # what load.py read past: reported with everything else
+        p.add(problem)
     _manifest_name(path, p)
     for key, _ in tree.items:
         if key.value not in TOP_LEVEL_KEYS:
