@@ -51,6 +51,10 @@ NAME_MAX = 255
 PATH_MAX = 4096
 # systemd's UNIT_NAME_MAX (src/basic/unit-name.h) is 256 with the NUL: 255 characters.
 UNIT_NAME_MAX = 255
+# systemd's strict user and group name rule (src/basic/user-util.c valid_user_group_name:
+# utmp's 32-byte ut_user with its NUL); numbers below (uid_t)-1, which means "no user".
+USER_NAME_MAX = 31
+UID_MAX = 2**32 - 2
 
 # Every file name jobgen derives from a job's or worker's name, each one path component:
 # the units (plan.py), the host lock file and overrun stamp in /run/lock/jobgen (plan.py,

@@ -87,7 +87,9 @@ def load_text(text: str, file: str) -> Node:
     except yaml.MarkedYAMLError as exc:
         raise ManifestError([_syntax_error(exc, file)]) from None
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow in a file
-        raise ManifestError([_reader_error(exc, text, file)]) from None
+        raise ManifestError([_bad_character(text, exc.position, file)]) from None
+    except UnicodeEncodeError as exc:  # a lone surrogate in text given as str (a file cannot hold one)
+        raise ManifestError([_bad_character(text, exc.start, file)]) from None
     except yaml.YAMLError as exc:  # anything else PyYAML raises: one line, at the top
         raise ManifestError([Diagnostic(Pos(file, 1, 1), ERROR, "invalid YAML: " + " ".join(str(exc).split()))]) from None
     finally:
@@ -110,7 +112,15 @@ def load_text(text: str, file: str) -> Node:
 
 
 _DEPTH_PROBLEM = f"the manifest nests deeper than {limits.DEPTH} levels (a manifest needs 5) (README: Limits)"
-_LIBYAML_DEPTH = "exceeded maximum nesting depth"
+# libyaml's terse problems, said the way jobgen says them.
+_LIBYAML_PROBLEMS = {
+    # libyaml looks ahead while scanning a flow collection and stops at its own limit
+    # (1000 levels) before the composer reaches jobgen's: the same problem.
+    "exceeded maximum nesting depth": _DEPTH_PROBLEM,
+    # YAML "\ud83d\ude00" is two lone UTF-16 halves, not the emoji: no UTF-8 form exists.
+    "found invalid Unicode character escape code": "invalid YAML: this escape is half of a UTF-16 surrogate pair "
+    "(or no character at all), which has no UTF-8 form; write the character itself (or \\U0001F600 style in double quotes)",
+}
 
 
 def _too_large(file: str) -> Diagnostic:
@@ -126,10 +136,8 @@ def _syntax_error(exc: yaml.MarkedYAMLError, file: str) -> Diagnostic:
     mark = exc.problem_mark or exc.context_mark
     pos = _pos(file, mark) if mark else Pos(file, 1, 1)
     problem = exc.problem or exc.context or "invalid YAML"
-    if problem == _LIBYAML_DEPTH:
-        # libyaml looks ahead while scanning a flow collection and stops at its own
-        # limit (1000 levels) before the composer reaches jobgen's: the same problem.
-        return Diagnostic(pos, ERROR, _DEPTH_PROBLEM)
+    if problem in _LIBYAML_PROBLEMS:
+        return Diagnostic(pos, ERROR, _LIBYAML_PROBLEMS[problem])
     # PyYAML notices a problem where the text stops making sense, often a line after the
     # mistake; its context ("while parsing a flow sequence") says where that construct began.
     if exc.context and exc.problem and exc.context_mark and exc.context_mark.line != mark.line:
@@ -137,11 +145,11 @@ def _syntax_error(exc: yaml.MarkedYAMLError, file: str) -> Diagnostic:
     return Diagnostic(pos, ERROR, f"invalid YAML: {problem}")
 
 
-def _reader_error(exc: yaml.reader.ReaderError, text: str, file: str) -> Diagnostic:
-    before = text[: exc.position]
+def _bad_character(text: str, index: int, file: str) -> Diagnostic:
+    before = text[:index]
     line = before.count("\n") + 1
-    col = exc.position - (before.rfind("\n") + 1) + 1
-    char = exc.character if isinstance(exc.character, str) else chr(exc.character)
+    col = index - (before.rfind("\n") + 1) + 1
+    char = text[index]
     return Diagnostic(
         Pos(file, line, col),
         ERROR,

@@ -271,6 +271,8 @@ def unit_names(node: Node) -> tuple[str, ...]:
         value = _scalar(item, "a unit name")
         if not names.UNIT_REF.fullmatch(value):
             raise Invalid(f"'{value}' is not a unit name such as alert@%n.service or page-ops.service", item.pos)
+        if len(value) > limits.UNIT_NAME_MAX:
+            raise Invalid(f"the unit name has {len(value)} characters; systemd allows at most {limits.UNIT_NAME_MAX}", item.pos)
         units.append(value)
     return tuple(units)
 
@@ -279,6 +281,12 @@ def user_name(node: Node) -> str:
     value = _scalar(node, "a user or group name")
     if not names.USER_NAME.fullmatch(value):
         raise Invalid(f"'{value}' is not a valid user or group name (systemd.exec(5) User=)")
+    if len(value) > limits.USER_NAME_MAX or (value.isdigit() and int(value) > limits.UID_MAX):
+        # systemd accepts longer names with a warning ("does not match strict user/group
+        # name rules"): utmp keeps 32 bytes with the NUL. (uid_t)-1 is "no user".
+        if value.isdigit():
+            raise Invalid(f"'{value}' is not a valid user or group number (at most {limits.UID_MAX})")
+        raise Invalid(f"'{value}' is too long for a user or group name (at most {limits.USER_NAME_MAX} characters)")
     return value
 
 
