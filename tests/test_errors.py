@@ -162,6 +162,7 @@ def test_every_behaviour_the_brief_names_has_a_case() -> None:
         "warn-environment-secret",
         # hostile input (the large ones are generated in tests/test_limits.py)
         "nesting-too-deep", "instances-superscript", "instances-too-many", "number-too-large", "yaml-alias-bomb",
+        "names-too-long-for-systemd",
     ):
         assert needed in names
 

@@ -11,6 +11,7 @@ Version gates are not checked here: they depend on the target, in plan.py.
 from __future__ import annotations
 
 import difflib
+import posixpath
 import re
 import shlex
 import signal as _signal
@@ -871,7 +872,8 @@ def _host_lock_files(jobs: tuple[Job, ...], p: _Problems) -> None:
         lock = job.lock
         if lock is None or lock.scope != "host":
             continue
-        path = lock.path or names.lock_file(lock.name)
+        # Spelled differently, one file: '/run/lock//x.lock' and '/run/lock/./x.lock'.
+        path = posixpath.normpath(lock.path or names.lock_file(lock.name))
         what, at = f"job '{job.name}'", job.where("lock")
         if lock.path is None and len(f"{lock.name}.lock") > limits.NAME_MAX:
             p.error(
@@ -879,7 +881,7 @@ def _host_lock_files(jobs: tuple[Job, ...], p: _Problems) -> None:
                 f"{what}: 'lock.name' has {len(lock.name)} characters; its lock file NAME.lock must fit in "
                 f"{limits.NAME_MAX} bytes (NAME_MAX), so a host lock name may have at most {limits.NAME_MAX - len('.lock')}",
             )
-        if lock.path is not None and (private := _private_view(job.hardening, lock.path)):
+        if lock.path is not None and (private := _private_view(job.hardening, path)):
             directive, folder = private
             p.error(
                 at,
