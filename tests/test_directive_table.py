@@ -297,3 +297,14 @@ def test_real_systemd_agrees_with_the_table(release, tmp_path):
     rows = set(units.values())
     assert unknown == {r for r in rows if r.since > release or gone(r.removed)}
     assert warned == {r for r in rows if gone(r.deprecated) and not gone(r.removed)}
+
+
+def test_every_emitted_directive_has_one_specifier_fact() -> None:
+    """escape.py decides '%' by compiler/specifier_table.py: no emitted directive without a row."""
+    from jobgen.compiler.plan import EMITTED
+    from jobgen.compiler.specifier_table import SPECIFIERS
+
+    keys = [(row.section, row.directive) for row in SPECIFIERS]
+    assert len(keys) == len(set(keys)), "a directive listed twice"
+    assert set(EMITTED) <= set(keys), sorted(set(EMITTED) - set(keys))
+    assert set(keys) <= set(ROWS), sorted(set(keys) - set(ROWS))  # and each is a real directive

@@ -121,6 +121,23 @@ def test_specifiers(text, written):
     assert escape.specifiers(text) == written
 
 
+# Plain settings are escaped by their directive's own parser (compiler/specifier_table.py):
+# (section, directive, value, jobgen's own specifier?, written, why).
+SETTINGS = [
+    ("Unit", "Description", "50% of the feed", False, "50%% of the feed", "config_parse_unit_string_printf expands %"),
+    ("Service", "WorkingDirectory", "/srv/50%", False, "/srv/50%%", "unit_path_printf expands %"),
+    ("Service", "MemoryMax", "50%", False, "50%", "config_parse_memory_limit reads % as a percentage"),
+    ("Timer", "AccuracySec", "1s", False, "1s", "nothing to escape"),
+    ("Unit", "OnFailure", "alert@%n.service", True, "alert@%n.service", "jobgen's own %n stays a specifier"),
+    ("Unit", "OnFailure", "alert@%n.service", False, "alert@%%n.service", "a user's %n would not"),
+]
+
+
+@pytest.mark.parametrize("section, directive, value, own, written, why", SETTINGS, ids=[w for *_, w in SETTINGS])
+def test_setting(section, directive, value, own, written, why):
+    assert escape.setting(section, directive, value, own_specifiers=own) == written
+
+
 # What escape.py refuses to write at all (validate.py reports the manifest's own mistakes
 # with positions first; reaching these is a bug in jobgen, so they raise).
 REFUSED = [
@@ -132,6 +149,10 @@ REFUSED = [
     (lambda: escape.env_assignment("A", "a\x00b"), "NUL byte"),
     (lambda: escape.specifiers("two\nlines"), "control character"),
     (lambda: escape.specifiers("U+FFFE \ufffe"), "control character"),
+    (lambda: escape.setting("Service", "MemoryMax", "50%\n[Service]"), "control character"),
+    (lambda: escape.setting("Service", "MemoryMax", "%i", own_specifiers=True), "does not expand specifiers"),
+    (lambda: escape.setting("Service", "NoSuchKey", "x"), "NoSuchKey"),
+    (lambda: escape.require_expansion("Service", "MemoryMax"), "not a setting that expands"),
 ]
 
 

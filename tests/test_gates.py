@@ -7,11 +7,19 @@
 Ranges count: a directive is allowed only if every release in the range has it.
 """
 
+import subprocess
+import sys
+from pathlib import Path
+
 import pytest
 
-from jobgen.compiler import pipeline
-from jobgen.compiler.diagnostics import ManifestError
-from jobgen.compiler.target import parse_target
+from jobgen.compiler import pipeline, plan
+from jobgen.compiler.diagnostics import ManifestError, Pos
+from jobgen.compiler.directive_table import FIRST_RELEASE
+from jobgen.compiler.plan import Exec, Raw
+from jobgen.compiler.target import VALUE_GATES, parse_target
+
+POS = Pos("m.yaml", 1, 1)
 
 JOB = "jobgen: 1\njobs:\n  j:\n    command: [/bin/true]\n    schedule: daily\n"
 WORKER = "jobgen: 1\nworkers:\n  w:\n    command: [/bin/true]\n    stop_timeout: 10s\n"
@@ -28,6 +36,9 @@ FEATURES = {
     "type: exec": (WORKER, "Type=exec", "w.service"),
     "restart backoff": (WORKER + "    restart_steps: 3\n    restart_max_delay: 1min\n", "RestartSteps=3", "w.service"),
     "hardening strict (ProtectProc)": (JOB + "    hardening: strict\n", "ProtectProc=invisible", "j.service"),
+    # Values are gated where they are written, like directives (target.VALUE_GATES):
+    "hardening strict (ProtectSystem=strict)": (JOB + "    hardening: strict\n", "ProtectSystem=strict", "j.service"),
+    "calendar ~ (from end of month)": (JOB.replace("daily", "'*-*~01'"), "OnCalendar=*-*~01 00:00:00", "j.timer"),
 }
 
 CASES = [
@@ -54,6 +65,10 @@ CASES = [
     ("restart backoff", ">=252,<258", "fallback"),
     ("hardening strict (ProtectProc)", "247", "allowed"),
     ("hardening strict (ProtectProc)", "245", "fallback"),
+    ("hardening strict (ProtectSystem=strict)", "232", "allowed"),
+    ("hardening strict (ProtectSystem=strict)", "231", "fallback"),
+    ("calendar ~ (from end of month)", "233", "allowed"),
+    ("calendar ~ (from end of month)", "230", "error"),
 ]
 
 
@@ -75,3 +90,105 @@ def outcome(feature: str, target: str) -> str:
 @pytest.mark.parametrize("feature,target,expected", CASES, ids=[f"{f}@{t}" for f, t, _ in CASES])
 def test_gate(feature: str, target: str, expected: str) -> None:
     assert outcome(feature, target) == expected
+
+
+# --------------------------------------------------------------------------- value gates
+# Every row of target.VALUE_GATES is asked by plan._Unit.set, the single point where a
+# directive is written: one value per row that meets it (and what the unit set before).
+
+VALUE_SAMPLES = {
+    ("Service", "Type", "exec"): [Raw("exec")],
+    ("Service", "Restart", "on-failure with Type=oneshot"): [("Service", "Type", Raw("oneshot")), Raw("on-failure")],
+    ("Service", "KillMode", "mixed"): [Raw("mixed")],
+    ("Service", "ExecStart", "prefix +"): [Exec(("/bin/true",), "+")],
+    ("Service", "ExecStart", "prefix !"): [Exec(("/bin/true",), "!")],
+    ("Service", "ExecStart", "prefix !!"): [Exec(("/bin/true",), "!!")],
+    ("Service", "ExecStart", "prefix :"): [Exec(("/bin/true",), ":")],
+    ("Service", "ExecStart", "prefix |"): [Exec(("/bin/true",), "|")],
+    ("Service", "ProtectSystem", "strict"): [Raw("strict")],
+    ("Service", "ProtectHome", "tmpfs"): [Raw("tmpfs")],
+    ("Service", "PrivateTmp", "disconnected"): [Raw("disconnected")],
+    ("Service", "PrivateUsers", "self"): [Raw("self")],
+    ("Service", "ProtectControlGroups", "strict"): [Raw("strict")],
+    ("Timer", "OnCalendar", "time zone"): [Raw("*-*-* 02:00:00 Europe/Berlin")],
+    ("Timer", "OnCalendar", "~ (from end of month)"): [Raw("*-*~01 00:00:00")],
+}
+
+
+def set_through_unit(target: str, gate) -> tuple[list, list]:
+    """Set the sample through _Unit.set; return what the unit holds and the diagnostics."""
+    ctx = plan._Context(parse_target(target), plan.DEFAULT_HOLDER, POS)
+    ctx.what = "job 'j'"
+    unit = plan._Unit(ctx, "j.service", "service")
+    *before, value = VALUE_SAMPLES[(gate.section, gate.directive, gate.value)]
+    for section, key, earlier in before:
+        unit.set(section, key, earlier)
+    unit.set(gate.section, gate.directive, value, POS, "feature")
+    return unit.sections.get(gate.section, []), ctx.diags + ctx.notes()
+
+
+@pytest.mark.parametrize("gate", VALUE_GATES, ids=lambda g: f"{g.directive}={g.value}@{g.since}")
+def test_every_value_gate_is_asked_by_set(gate) -> None:
+    *_, sample = VALUE_SAMPLES[(gate.section, gate.directive, gate.value)]
+    rows, diags = set_through_unit(str(gate.since), gate)
+    assert (gate.directive, sample) in rows and diags == [], "allowed from its first release"
+    if gate.since == FIRST_RELEASE:
+        return  # no older release in the table to be refused on
+    rows, diags = set_through_unit(str(gate.since - 1), gate)
+    assert (gate.directive, sample) not in rows, "the value was written although the target lacks it"
+    (diag,) = diags
+    assert f"{gate.directive}={gate.value} needs systemd >= {gate.since}; target is {gate.since - 1}" in diag.message
+    fallback = plan.VALUE_FALLBACKS.get((gate.section, gate.directive, gate.value))
+    if fallback is None:
+        assert diag.severity == "error" and diag.message.startswith("job 'j': 'feature' ")
+    else:
+        assert diag.severity == "note" and (gate.directive, Raw(fallback)) in rows
+
+
+def test_values_are_gated_only_in_set() -> None:
+    """No call site outside _Unit.set can write a value past its gate, or ask on its own."""
+    source = Path(plan.__file__).read_text()
+    assert "lacking_value(" not in source
+    assert source.count("lacking_values(") == 1
+    assert source.count(".sections.setdefault(") == 1  # the one place a directive is stored
+
+
+VALUE_GATE_ERRORS = [
+    # (target, manifest lines, the one error)
+    ("230", "    schedule: '*-*~01'\n",
+     "m.yaml:4:5: error: job 'j': 'schedule' OnCalendar=~ (from end of month) needs systemd >= 233; target is 230"),
+    ("234", "    schedule: daily\n    timezone: Europe/Berlin\n",
+     "m.yaml:5:5: error: job 'j': 'timezone' OnCalendar=time zone needs systemd >= 235; target is 234"),
+]
+
+
+@pytest.mark.parametrize("target, lines, message", VALUE_GATE_ERRORS)
+def test_value_gate_errors_are_positioned(target: str, lines: str, message: str) -> None:
+    text = "jobgen: 1\njobs:\n  j:\n" + lines + "    command: [/bin/true]\n"
+    with pytest.raises(ManifestError) as exc:
+        pipeline.build("m.yaml", parse_target(target), text=text)
+    assert [str(d) for d in exc.value.diagnostics if d.severity == "error"] == [message]
+
+
+def test_strict_hardening_on_231_falls_back_to_protect_system_full() -> None:
+    result = pipeline.build("m.yaml", parse_target("231"), text=JOB + "    hardening: strict\n")
+    service = result.files["j.service"].decode().splitlines()
+    assert "ProtectSystem=full" in service and "ProtectSystem=strict" not in service
+    assert not any(line.startswith("ReadWritePaths=") for line in service)  # only strict needs them
+    assert "m.yaml:6:5: note: ProtectSystem=strict needs systemd >= 232; target is 231: ProtectSystem=full" in [
+        str(d) for d in result.diagnostics
+    ]
+
+
+def test_one_note_per_fallback_per_manifest(tmp_path: Path) -> None:
+    """1,000 skip jobs on 252 share one fallback (the DeferReactivation emulation): one line."""
+    jobs = "".join(f"  j{i:04}:\n    command: [/bin/true]\n    schedule: daily\n" for i in range(1000))
+    manifest = tmp_path / "many.yaml"
+    manifest.write_text("jobgen: 1\ntarget: {systemd: '252'}\njobs:\n" + jobs)
+    result = subprocess.run([sys.executable, "-m", "jobgen", "check", str(manifest)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 0, result.stderr
+    notes = [line for line in (result.stdout + result.stderr).splitlines() if ": note: " in line]
+    assert notes == [
+        f"{manifest}:4:3: note: DeferReactivation= needs systemd >= 257; target is 252: "
+        "emulated with ExecCondition= (README: Overrun) (and 999 more in this manifest)"
+    ]

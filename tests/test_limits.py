@@ -102,7 +102,7 @@ HOSTILE = [
     ("a command of 70,000 bytes in several arguments", HEAD + "jobs:\n" + job("backup", _args(2, 35_000)),
      [f"{M}:5:14: error: job 'backup': 'command': the command's arguments add up to 70,018 bytes; a command may have at most 65,536 (README: Limits); put long scripts in a file and run that"]),
     ("a 226-character job name (was ENAMETOOLONG half-way through writing)", HEAD + "jobs:\n" + job("j" * 226),
-     [f"{M}:4:3: error: job '{'j' * 226}': the name has 226 characters; jobgen allows at most 225, so that every file it derives from the name (NAME@.service, NAME.lock, ..., and the temporary file each is written through) fits in 255 bytes (README: Limits)"]),
+     [f"{M}:4:3: error: job '{'j' * 226}': the name has 226 characters; jobgen allows at most 220, so that every file it derives from the name (NAME-drain.service, NAME.lock, ..., and the temporary file each is written through) fits in 255 bytes (README: Limits)"]),
     ("a path component longer than NAME_MAX",
      HEAD + "jobs:\n" + job("backup", extra=f"    working_directory: /srv/{'d' * 256}\n"),
      [f"{M}:7:24: error: job 'backup': 'working_directory': a path component has 256 bytes; each may have at most 255 (NAME_MAX)"]),
@@ -161,18 +161,24 @@ def test_a_manifest_file_name_too_long_for_its_tmpfiles_conf(tmp_path: Path) -> 
 
 def test_the_longest_names_render_into_a_real_folder(tmp_path: Path) -> None:
     """At the limits, every file jobgen derives (and the temporary file it writes first)
-    fits: the job's and worker's names are 225 characters, the manifest's stem 222 bytes."""
+    fits: the names of a job, a queue job and a worker are 220 characters, the manifest's
+    stem 222 bytes."""
     name = "n" * limits.NAME
+    queued, worker = "q" + name[1:], "w" + name[1:]
     stem = "m" * limits.MANIFEST_STEM_BYTES
-    workers = f"workers:\n  w{name[1:]}:\n    command: [/usr/local/bin/work]\n    stop_timeout: 30s\n    instances: {limits.INSTANCES}\n"
-    (tmp_path / f"{stem}.yaml").write_text(HEAD + "jobs:\n" + job(name) + workers)
+    workers = f"workers:\n  {worker}:\n    command: [/usr/local/bin/work]\n    stop_timeout: 30s\n    instances: {limits.INSTANCES}\n"
+    jobs = job(name) + job(queued, extra="    overlap: queue\n")
+    (tmp_path / f"{stem}.yaml").write_text(HEAD + "jobs:\n" + jobs + workers)
     result = jobgen("render", f"{stem}.yaml", "-o", "out", cwd=tmp_path)
     assert result.returncode == 0, result.stderr
     written = {p.name for p in (tmp_path / "out").rglob("*") if p.is_file()}
-    assert {f"{name}.service", f"{name}.timer", f"w{name[1:]}@.service", f"w{name[1:]}.target", f"jobgen-{stem}.conf"} <= written
+    assert {
+        f"{name}.service", f"{name}.timer", f"{queued}-drain.service", f"{queued}-drain.path",
+        f"{worker}@.service", f"{worker}.target", f"jobgen-{stem}.conf",
+    } <= written
     assert not [n for n in written if n.endswith(".jobgen-tmp")]
-    target = (tmp_path / "out" / f"w{name[1:]}.target").read_text()
-    assert f"Wants=w{name[1:]}@{limits.INSTANCES}.service" in target
+    target = (tmp_path / "out" / f"{worker}.target").read_text()
+    assert f"Wants={worker}@{limits.INSTANCES}.service" in target
 
 
 def _longest_exec_manifest() -> str:

@@ -24,7 +24,7 @@ jobs:
     schedule: 12:30
     user: yes
     group: no
-    memory_max: 0755
+    memory_max: 0755M
     persistent: on
     environment:
       FLAG: off
@@ -54,7 +54,7 @@ AS_WRITTEN = [
     ("perms.timer", "OnCalendar=*-*-* 12:30:00", "OnCalendar=750"),  # base-60 12:30 == 750
     ("perms.service", "User=yes", "User=True"),
     ("perms.service", "Group=no", "Group=False"),
-    ("perms.service", "MemoryMax=0755", "MemoryMax=493"),  # octal
+    ("perms.service", "MemoryMax=0755M", None),  # a bare 0755 is refused: bytes (validate.memory_size)
     ("perms.service", "Description=0x1F 1e3 .inf", None),
     ("perms.service", 'Environment="FLAG=off"', 'Environment="FLAG=False"'),
     ("perms.service", 'Environment="MODE=0644"', 'Environment="MODE=420"'),

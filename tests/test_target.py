@@ -268,3 +268,27 @@ def test_supported_directives():
 def test_supported_directives_refuses_an_unknown_name():
     with pytest.raises(ValueError, match=r"\[Service\] NoSuchKey= is not in the directive table"):
         supported_directives(parse_target("252"), [("Service", "NoSuchKey")])
+
+
+# A range is a PEP 440 specifier set (packaging): jobgen's bounds admit exactly the major
+# releases packaging's SpecifierSet contains.
+@pytest.mark.parametrize("text", [t for t, *_ in TARGETS if t[0] in "<>= "])
+def test_range_bounds_agree_with_packaging(text):
+    from packaging.specifiers import SpecifierSet
+
+    target = parse_target(text)
+    specifiers = SpecifierSet(text.replace(" ", ""))
+    for release in range(225, 300):
+        inside = target.min <= release and (target.max is None or release <= target.max)
+        assert inside is specifiers.contains(str(release)), release
+
+
+@pytest.mark.parametrize("text, message", [
+    ("==252.*", "'252.*' in systemd target '==252.*' is not a systemd major release; write a whole number such as 252"),
+    (">=0252", "'0252' in systemd target '>=0252' is not a systemd major release; write a whole number such as 252"),
+    ("===252", "operator '===' in systemd target '===252' is not supported; use >=, >, <=, < or =="),
+])
+def test_specifier_forms_a_target_does_not_take(text, message):
+    with pytest.raises(ValueError) as caught:
+        parse_target(text)
+    assert str(caught.value) == message

@@ -143,3 +143,10 @@ def test_every_unit_systemd_ships_is_refused_as_a_name() -> None:
 @pytest.mark.parametrize("name", ["backup", "catalog-refresh", "nightly-billing", "mailer", "app-ssh", "sshkeys", "timers2"])
 def test_ordinary_names_are_not_system_units(name: str) -> None:
     assert names.system_unit(name) is None
+
+
+def test_the_generators_own_units_are_refused_as_names() -> None:
+    from jobgen.host import generator
+
+    for unit in (generator.LOCKS_UNIT, generator.REPORT_UNIT):
+        assert names.system_unit(unit.removesuffix(".service")) == f"{unit}, written by jobgen-generator"

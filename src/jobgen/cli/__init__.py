@@ -12,12 +12,32 @@ from __future__ import annotations
 import sys
 
 
+# Runtime verbs the units call on every trigger: started without typer or the compiler.
+# `enqueue`/`queue` with a manifest (what an operator types) go to the typer command.
+RUNTIME_QUEUE_VERBS = ("enqueue", "drain", "queue")
+
+
 def main() -> None:
     argv = sys.argv[1:]
     if argv[:1] == ["lock"]:
         from jobgen.runtime import lock
 
         sys.exit(lock.main(argv[1:]))
+    if argv[:1] and argv[0] in RUNTIME_QUEUE_VERBS and (argv[0] == "drain" or _store_form(argv[1:])):
+        from jobgen.runtime.queue import command
+
+        result = command.main(argv[0], argv[1:])
+        for line in result.out:
+            print(line)
+        for line in result.err:
+            print(line, file=sys.stderr)
+        sys.exit(result.code)
     from jobgen.cli.app import app
 
     app()(prog_name="jobgen")
+
+
+def _store_form(args: list[str]) -> bool:
+    """`jobgen enqueue --spool DIR ...` (the units' form) rather than `enqueue MANIFEST JOB`."""
+    options = args[: args.index("--")] if "--" in args else args
+    return any(a in ("--spool", "--backend") or a.startswith(("--spool=", "--backend=")) for a in options)

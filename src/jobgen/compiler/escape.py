@@ -5,7 +5,9 @@ from the templates as filters (render.py), never earlier: argv stays ``list[str]
 here. Rules (systemd.service(5) "COMMAND LINES", systemd.unit(5) "SPECIFIERS",
 systemd.exec(5) "Environment="):
 
-* ``%`` starts a specifier in almost every setting: a literal one is ``%%``.
+* ``%`` starts a specifier in the settings whose parser expands them (specifier_table.py,
+  one fact per directive): there a literal one is ``%%``; elsewhere ``%`` is written as is
+  (``MemoryMax=50%``: ``50%%`` would reach that parser literally and be refused).
 * In Exec*= lines ``$NAME``/``${NAME}`` are expanded from the unit's environment at exec
   time (and an unset bare ``$NAME`` word is dropped): a literal ``$`` is ``$$``.
 * Words are split on whitespace; double quotes group, and inside them C escapes
@@ -21,6 +23,8 @@ from __future__ import annotations
 
 import re
 
+from jobgen.compiler import specifier_table
+
 # Characters that need no quoting in an Exec word: nothing systemd or a reader could
 # misread (no quotes, backslashes, whitespace, ';', specifier or variable starters).
 _BARE_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
@@ -34,7 +38,8 @@ _BARE_WORD = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
 # - lone surrogates (YAML "\ud800"): they have no UTF-8 encoding at all.
 _PLANE_ENDS = "".join(rf"\U{plane:04x}fffe\U{plane:04x}ffff" for plane in range(17))
 CONTROL = re.compile(r"[\x00-\x1f\x7f-\x9f\u2028\u2029\ud800-\udfff\ufdd0-\ufdef" + _PLANE_ENDS + "]")
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
+# Lone surrogates alone: validate.py names them in its message (the one pattern for both).
+SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 _C_ESCAPES = {"\\": "\\\\", '"': '\\"', "\n": "\\n", "\t": "\\t", "\r": "\\r"}
 
@@ -49,6 +54,26 @@ def specifiers(text: str) -> str:
     return text.replace("%", "%%")
 
 
+def setting(section: str, directive: str, text: str, own_specifiers: bool = False) -> str:
+    """A plain value for [section] directive=, escaped by that directive's own rule.
+
+    ``own_specifiers``: jobgen wrote a specifier on purpose (``%i``, ``%n``) and it must
+    stay one, which only a directive that expands specifiers can do.
+    """
+    _refuse_control(text)
+    if not specifier_table.expands(section, directive):
+        if own_specifiers:
+            raise ValueError(f"{directive}= does not expand specifiers; cannot write {text!r} as one")
+        return text
+    return text if own_specifiers else text.replace("%", "%%")
+
+
+def require_expansion(section: str, directive: str) -> None:
+    # Exec*= and Environment= quoting below assumes the parser resolves '%' (it always has).
+    if not specifier_table.expands(section, directive):
+        raise ValueError(f"[{section}] {directive}= is not a setting that expands specifiers")
+
+
 def _refuse_control(text: str) -> None:
     # validate.py refuses control characters with a positioned message; reaching here
     # with one is a bug in jobgen, and writing it would inject a directive.
@@ -57,7 +82,7 @@ def _refuse_control(text: str) -> None:
 
 
 def _c_escape(ch: str) -> str:
-    if _SURROGATE.match(ch):
+    if SURROGATE.match(ch):
         # A YAML "\ud83d\ude00" is two lone surrogates, not the emoji: no bytes to write.
         raise ValueError(f"lone surrogate U+{ord(ch):04X} in a command argument")
     if ch in _C_ESCAPES:

@@ -57,10 +57,15 @@ USER_NAME_MAX = 31
 UID_MAX = 2**32 - 2
 
 # Every file name jobgen derives from a job's or worker's name, each one path component:
-# the units (plan.py), the host lock file and overrun stamp in /run/lock/jobgen (plan.py,
-# names.lock_file), and the temporary sibling each unit is first written to
-# (write.py: tempfile.mkstemp(prefix=".NAME.", suffix=".jobgen-tmp"), 8 random letters).
-DERIVED_FILES = ("{}.service", "{}.timer", "{}@.service", "{}.target", "{}.lock", "{}.ended")
+# the units (plan.py; overlap: queue adds NAME-drain.service and NAME-drain.path), the
+# host lock file and overrun stamp in /run/lock/jobgen (plan.py, names.lock_file), the
+# queue's spool folder /var/lib/jobgen/queue/NAME, and the temporary sibling each unit is
+# first written to (write.py: tempfile.mkstemp(prefix=".NAME.", suffix=".jobgen-tmp"),
+# 8 random letters).
+DERIVED_FILES = (
+    "{}.service", "{}.timer", "{}@.service", "{}.target", "{}-drain.service", "{}-drain.path",
+    "{}.lock", "{}.ended", "{}",
+)
 TEMP_FILE = ".{}.XXXXXXXX.jobgen-tmp"
 # The unit name of a worker's last instance, NAME@1000.service, is a unit name too.
 _INSTANCE_UNIT = "{}@" + str(INSTANCES) + ".service"

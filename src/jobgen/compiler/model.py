@@ -12,10 +12,12 @@ from typing import Mapping
 
 from jobgen.compiler.diagnostics import Pos
 from jobgen.compiler.target import Target
+from jobgen.contract.policies import DEFAULT_OVERLAP, OVERLAP, SCOPES, LockScope, OverlapPolicy
 
-# Policies for a run that collides with a running one (see README "Overlap").
-OVERLAP_POLICIES = ("skip", "wait", "allow")
-LOCK_SCOPES = ("unit", "host", "cluster")
+# Policies for a run that collides with a running one, and lock scopes (README "Overlap"):
+# their behaviour is a table in contract/policies.py; here only their names.
+OVERLAP_POLICIES = tuple(OVERLAP)
+LOCK_SCOPES = tuple(SCOPES)
 HARDENING_PROFILES = ("none", "default", "strict")
 SCHEDULE_KINDS = ("calendar", "every", "after_boot")
 
@@ -37,6 +39,19 @@ class Lock:
     password_file: str | None = None
     credential: str | None = None  # LoadCredential= name:path for the lock password
     path: str | None = None  # host scope: the lock file, instead of /run/lock/jobgen/NAME.lock
+
+    @property
+    def kind(self) -> LockScope:
+        return SCOPES[self.scope]
+
+
+@dataclass(frozen=True)
+class Queue:
+    """`queue:` of an `overlap: queue` job (README "overlap: queue")."""
+
+    max_pending: int = 100
+    on_full: str = "reject"  # reject | coalesce (runtime/queue/spool.py ON_FULL)
+    max_attempts: int = 3
 
 
 @dataclass(frozen=True)
@@ -64,7 +79,7 @@ class Common:
 @dataclass(frozen=True)
 class Job(Common):
     schedule: Schedule = Schedule("calendar")
-    overlap: str = "skip"
+    overlap: str = DEFAULT_OVERLAP
     wait_usec: int | None = None
     lock: Lock | None = None  # None when overlap is 'allow'
     timeout_usec: int | None = None
@@ -74,6 +89,11 @@ class Job(Common):
     randomized_offset_usec: int | None = None
     accuracy_usec: int | None = None
     on_success: tuple[str, ...] = ()
+    queue: Queue | None = None  # set exactly when overlap is 'queue'
+
+    @property
+    def policy(self) -> OverlapPolicy:
+        return OVERLAP[self.overlap]
 
 
 @dataclass(frozen=True)

@@ -44,7 +44,7 @@ def job_name_problem(name: str) -> str | None:
     if len(name) > limits.NAME:
         return (
             f"the name has {len(name)} characters; jobgen allows at most {limits.NAME}, so that every file it derives "
-            f"from the name (NAME@.service, NAME.lock, ..., and the temporary file each is written through) "
+            f"from the name (NAME-drain.service, NAME.lock, ..., and the temporary file each is written through) "
             f"fits in {limits.NAME_MAX} bytes (README: Limits)"
         )
     if shadowed := system_unit(name):
@@ -111,6 +111,8 @@ SYSTEM_UNITS: dict[str, str] = {
         "sys-kernel-config.mount", "sys-kernel-debug.mount", "sys-kernel-tracing.mount", "system-install.target",
         "tmp.mount", "tpm2.target", "user-runtime-dir@.service", "user@.service", "x11-common.service",
     ), _SYSTEMD),
+    # Units jobgen-generator writes beside the manifests' units (host/generator.py).
+    **dict.fromkeys(("jobgen-locks.service", "jobgen-generator-report.service"), "written by jobgen-generator"),
     # Units of Debian packages found on servers (Debian 12 and 13), and of the minimal
     # system itself (apt, dpkg, e2fsprogs, util-linux, man-db, logrotate, cron).
     **{u: _DEBIAN.format(pkg) for pkg, units in (

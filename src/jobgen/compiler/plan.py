@@ -5,7 +5,12 @@ Every directive jobgen writes goes through ``_Unit.set``, which asks the target
 target range accepts it. A directive the target lacks is never written: the feature
 that asked for it either has a fallback in ``FALLBACKS`` (reported as a note) or is a
 positioned error. Values that changed meaning across releases are gated the same way
-through ``Target.lacking_value``.
+through ``Target.lacking_values`` in the same ``_Unit.set``.
+
+A simple manifest key writes its directive from its row of the key table
+(validate.JOB_KEYS / WORKER_KEYS, ``Writes``), walked by ``_write_keys``; what overlap
+policies and lock scopes do is asked of contract/policies.py. EMITTED, every directive
+jobgen can write, is derived from those tables and ``OWN_DIRECTIVES``.
 
 Nothing here escapes text for unit files: argv stays a tuple of strings inside
 ``Exec`` values until the template filter renders it (escape.py).
@@ -14,11 +19,13 @@ Nothing here escapes text for unit files: argv stays a tuple of strings inside
 from __future__ import annotations
 
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
+from typing import Any, Callable
 
 from jobgen.compiler import names, timespec
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
 from jobgen.compiler.model import Common, Job, Manifest, Worker
+from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
 from jobgen.compiler.target import Target, parse_target
 
 # Stated in every output when the manifest names no target: Debian 12 and RHEL 9 ship
@@ -34,14 +41,15 @@ DEFAULT_HOLDER = "/usr/bin/jobgen"
 # The reporter: one structured journal line per run, so a skipped run is visible as a
 # skip and never confused with success or failure. It runs as ExecStopPost= and reads
 # what systemd.exec(5) passes there: $SERVICE_RESULT, $EXIT_CODE, $EXIT_STATUS.
-# Arguments: $1 job, $2 overlap policy, $3 end-time stamp file ('' for none).
+# Arguments: $1 job, $2 overlap policy, $3 end-time stamp file ('' for none), $4 the
+# outcome of a lock conflict for this policy (policies.OVERLAP: skipped, wait-expired).
 # With SuccessExitStatus=75 a conflict ends with result 'success', so the exit status is
 # what tells it apart; 'exec-condition' is an activation the overrun check deferred.
 # logger(1) --journald sends the fields natively; $INVOCATION_ID ties the line to its run
 # even when logger exits before journald has read its cgroup.
 REPORTER = (
     'case "$SERVICE_RESULT/$EXIT_CODE/$EXIT_STATUS" in '
-    "success/exited/75) o=skipped; [ \"$2\" = wait ] && o=wait-expired ;; "
+    f"success/exited/{CONFLICT_EXIT}) o=$4 ;; "
     "exec-condition/*) o=deferred ;; "
     "success/*) o=success ;; "
     "timeout/*) o=timeout ;; "
@@ -65,11 +73,22 @@ REPORTER = (
 # calendar slot or a `systemctl start` within the window after a run is deferred too
 # (README "Overrun"; `jobgen run` never is).
 DEFER_WINDOW_USEC = 2_000_000
+# The stamp is data, never code: it is read with `read` (its open inside the 2>/dev/null
+# group, so a missing or unreadable stamp writes nothing to the journal) and used only if
+# it is 1 to 18 digits without a leading zero, so no shell ever evaluates its content in
+# $((...)) (bash would run `x[$(cmd)]`; dash would exit 2 and so defer every run), a
+# leading 0 is never read as octal, and the number fits a 64-bit shell integer. A stamp
+# from the future is ignored. Whatever is wrong with the stamp, the job runs (exit 0);
+# only a genuine end less than the window ago defers it (exit 1: ExecCondition= skips).
 DEFER_CHECK = (
-    'now=$(date +%s%6N); ended=; read -r ended < "$1" 2>/dev/null; [ -n "$ended" ] || exit 0; '
+    'now=$(date +%s%6N); ended=; { read -r ended < "$1"; } 2>/dev/null; '
+    "case $now in ''|*[!0-9]*) exit 0 ;; esac; "
+    "case $ended in ''|0*|*[!0-9]*|???????????????????*) exit 0 ;; esac; "
+    '[ "$ended" -gt "$now" ] && exit 0; '
     f'if [ $((now - ended)) -lt {DEFER_WINDOW_USEC} ]; then '
     'echo "previous run ended $(((now - ended) / 1000))ms ago: '
-    'deferring this catch-up activation to the next calendar slot (DeferReactivation emulation)"; exit 1; fi'
+    'deferring this catch-up activation to the next calendar slot (DeferReactivation emulation)"; exit 1; fi; '
+    "exit 0"
 )
 
 
@@ -89,9 +108,10 @@ class Env:
 
 @dataclass(frozen=True)
 class Raw:
-    """A value jobgen composed itself from checked parts (numbers, unit names, time
-    spans in systemd's syntax); rendered with specifier escaping only, unless jobgen
-    itself wrote a specifier on purpose (``specifiers=True``, e.g. ``%i``)."""
+    """A plain value (numbers, names, paths, time spans in systemd's syntax), escaped by
+    its directive's own rule (escape.setting: '%' doubled only where the directive expands
+    specifiers), unless jobgen itself wrote a specifier on purpose (``specifiers=True``,
+    e.g. ``%i``), which only an expanding directive may carry."""
 
     text: str
     specifiers: bool = False
@@ -127,6 +147,8 @@ class Plan:
     files: tuple[UnitFile, ...]
     notes: tuple[Diagnostic, ...]
     runs: dict[str, RunSpec] = field(compare=False)
+    # overlap: queue jobs -> the store arguments of `jobgen enqueue|drain|queue` (runtime/queue/command.py)
+    queues: dict[str, tuple[str, ...]] = field(compare=False, default_factory=dict)
 
 
 # --------------------------------------------------------------------------- hardening
@@ -170,26 +192,57 @@ _HARDENING_STRICT = _HARDENING_DEFAULT + (
 )
 HARDENING = {"none": (), "default": _HARDENING_DEFAULT, "strict": _HARDENING_STRICT}
 
-# Every directive jobgen can write (`jobgen directives` lists them for a target; a test
-# checks that rendered units use no other).
-EMITTED: tuple[tuple[str, str], ...] = (
-    ("Unit", "Description"), ("Unit", "OnFailure"), ("Unit", "OnSuccess"), ("Unit", "PartOf"),
-    ("Unit", "Wants"), ("Unit", "After"), ("Unit", "StartLimitIntervalSec"), ("Unit", "StartLimitBurst"),
-    ("Service", "Type"), ("Service", "User"), ("Service", "Group"), ("Service", "WorkingDirectory"),
-    ("Service", "Environment"), ("Service", "EnvironmentFile"), ("Service", "ExecCondition"),
-    ("Service", "ExecStart"), ("Service", "ExecStopPost"), ("Service", "SuccessExitStatus"),
-    ("Service", "LoadCredential"), ("Service", "TimeoutStartSec"), ("Service", "TimeoutStopSec"),
-    ("Service", "MemoryMax"), ("Service", "Restart"), ("Service", "RestartSec"),
-    ("Service", "RestartSteps"), ("Service", "RestartMaxDelaySec"), ("Service", "KillMode"),
-    ("Service", "KillSignal"), ("Service", "RuntimeMaxSec"), ("Service", "WatchdogSec"),
-    ("Service", "ReadWritePaths"),
-    ("Timer", "OnCalendar"), ("Timer", "OnActiveSec"), ("Timer", "OnUnitActiveSec"),
-    ("Timer", "OnUnitInactiveSec"), ("Timer", "OnBootSec"), ("Timer", "Persistent"),
-    ("Timer", "DeferReactivation"), ("Timer", "AccuracySec"), ("Timer", "RandomizedDelaySec"),
-    ("Timer", "FixedRandomDelay"), ("Timer", "RandomizedOffsetSec"),
-    ("Install", "WantedBy"),
-) + tuple(dict.fromkeys((s, d) for s, d, _ in _HARDENING_STRICT))
+# --------------------------------------------------------------------------- what is written
+# Directives plan.py composes itself (a simple key's directive is a row of the key table,
+# validate.JOB_KEYS / WORKER_KEYS, and is walked by _write_keys): (section, directive, why).
+OWN_DIRECTIVES: tuple[tuple[str, str, str], ...] = (
+    ("Unit", "Description", "description, or a default naming the job or worker"),
+    ("Unit", "PartOf", "instances > 1: stopping or restarting NAME.target reaches every instance"),
+    ("Unit", "Wants", "instances > 1: NAME.target wants NAME@1..N.service; a lock server: network-online.target"),
+    ("Service", "Type", "a job is Type=oneshot"),
+    ("Service", "ExecCondition", "the DeferReactivation emulation (README: Overrun)"),
+    ("Service", "ExecStart", "command, behind the lock wrapper of the lock scope"),
+    ("Service", "ExecStopPost", "the reporter: one journal line per run"),
+    ("Service", "SuccessExitStatus", "a lock conflict is an outcome, not a failure (policies.SCOPES)"),
+    ("Service", "KillMode", "graceful stop of a worker; a cluster lock holder (policies.SCOPES)"),
+    ("Service", "LoadCredential", "lock.credential"),
+    ("Service", "TimeoutStartSec", "timeout + the lock wait"),
+    ("Service", "ReadWritePaths", "the lock folder under ProtectSystem=strict"),
+    ("Timer", "OnCalendar", "schedule: calendar"),
+    ("Timer", "OnActiveSec", "schedule: every"),
+    ("Timer", "OnUnitActiveSec", "schedule: every"),
+    ("Timer", "OnUnitInactiveSec", "schedule: every, counted from the end of a run (policies.OVERLAP)"),
+    ("Timer", "OnBootSec", "schedule: after_boot"),
+    ("Timer", "DeferReactivation", "overrun policy (policies.OVERLAP)"),
+    ("Timer", "AccuracySec", "accuracy; 1s under the DeferReactivation emulation"),
+    ("Unit", "After", "overlap: queue: the drainer after the enqueuer that wants it; a lock server: network-online.target"),
+    ("Path", "DirectoryNotEmpty", "overlap: queue, host scope: the drainer starts while requests wait"),
+    ("Path", "Unit", "overlap: queue, host scope: the drainer the watch starts"),
+    ("Install", "WantedBy", "timers.target / multi-user.target / paths.target"),
+)
 
+
+def _key_rows() -> tuple[tuple[str, str, str], ...]:
+    """(key, section, directive) of every simple key, jobs' and workers' (no duplicates)."""
+    rows = {}
+    for table in (JOB_KEYS, WORKER_KEYS):
+        for key, spec in table.items():
+            if spec.writes is not None:
+                rows[key] = (key, spec.writes.section, spec.writes.directive)
+    return tuple(rows.values())
+
+
+# Every directive jobgen can write, derived from the tables above (`jobgen directives`
+# lists them for a target; _Unit.set refuses any other, and a test holds the golden files
+# to exactly this set).
+EMITTED: tuple[tuple[str, str], ...] = tuple(
+    dict.fromkeys(
+        [(section, directive) for section, directive, _ in OWN_DIRECTIVES]
+        + [(section, directive) for _, section, directive in _key_rows()]
+        + [(section, directive) for section, directive, _ in _HARDENING_STRICT]
+    )
+)
+_EMITTED = frozenset(EMITTED)
 
 # Directive -> what jobgen does when the target lacks it (instead of an error).
 FALLBACKS: dict[tuple[str, str], str] = {
@@ -200,8 +253,29 @@ FALLBACKS: dict[tuple[str, str], str] = {
 } | {(s, d): "left out of the hardening profile" for s, d, _ in _HARDENING_STRICT}
 
 
+# A value the target lacks (target.VALUE_GATES) -> the value written instead, with a note.
+# Any other lacking value is a positioned error.
+VALUE_FALLBACKS: dict[tuple[str, str, str], str] = {
+    # Type=exec (240) only adds "start fails if exec fails"; simple runs the same program.
+    ("Service", "Type", "exec"): "simple",
+    # ProtectSystem=strict (232): the default profile's full is the strongest older value.
+    ("Service", "ProtectSystem", "strict"): "full",
+}
+
+
+def _text(value: Value) -> str:
+    """What value gates look at: the text, or for an Exec*= line jobgen's own prefix."""
+    if isinstance(value, Exec):
+        return value.prefix
+    if isinstance(value, Env):
+        return f"{value.name}={value.value}"
+    return value.text
+
+
 class _Unit:
-    """Collects one unit's directives, checking each against the target."""
+    """Collects one unit's directives. ``set`` is the single point where a directive is
+    written: it asks the target for the directive and for the value (every row of
+    target.VALUE_GATES), so neither can be written without its gate."""
 
     def __init__(self, ctx: "_Context", filename: str, kind: str):
         self.ctx, self.filename, self.kind = ctx, filename, kind
@@ -218,13 +292,32 @@ class _Unit:
             self.ctx.note(pos, f"{key}= {reason}: {fallback}")
         return False
 
-    def set(self, section: str, key: str, value: Value, pos: Pos | None = None, feature: str | None = None) -> None:
-        pos = pos or self.ctx.pos
-        if self.supported(section, key, pos, feature or key):
-            self.sections.setdefault(section, []).append((key, value))
+    def _gated(self, section: str, key: str, value: Value, pos: Pos, feature: str) -> Value | None:
+        written = {k: _text(v) for rows in self.sections.values() for k, v in rows}
+        for gate, reason in self.ctx.target.lacking_values(section, key, _text(value), written):
+            instead = VALUE_FALLBACKS.get((section, key, gate.value))
+            if instead is None:
+                self.ctx.error(pos, f"{self.ctx.what}: '{feature}' {reason}")
+                return None
+            self.ctx.note(pos, f"{reason}: {key}={instead}")
+            value = Raw(instead)
+        return value
+
+    def set(self, section: str, key: str, value: Value, pos: Pos | None = None, feature: str | None = None) -> Value | None:
+        """Write ``key=value`` if the target has both; returns what was written (a
+        fallback value, or None when nothing was)."""
+        if (section, key) not in _EMITTED:
+            raise ValueError(f"[{section}] {key}= is not in plan.EMITTED")  # a jobgen bug
+        pos, feature = pos or self.ctx.pos, feature or key
+        if not self.supported(section, key, pos, feature):
+            return None
+        gated = self._gated(section, key, value, pos, feature)
+        if gated is not None:
+            self.sections.setdefault(section, []).append((key, gated))
+        return gated
 
     def freeze(self, comment: str = "") -> UnitFile:
-        order = ("Unit", "Service", "Timer", "Install")
+        order = ("Unit", "Service", "Timer", "Path", "Install")
         sections = tuple((s, tuple(self.sections[s])) for s in order if s in self.sections)
         return UnitFile(self.filename, self.kind, sections, comment=comment)
 
@@ -234,19 +327,23 @@ class _Context:
         self.target, self.holder, self.pos = target, holder, pos
         self.what = ""  # "job 'x'" / "worker 'y'": how messages name what they are about
         self.diags: list[Diagnostic] = []
+        self._noted: dict[str, list] = {}  # message -> [first position, count]
 
     def error(self, pos: Pos, message: str) -> None:
         self.diags.append(Diagnostic(pos, ERROR, message))
 
     def note(self, pos: Pos, message: str) -> None:
-        self.diags.append(Diagnostic(pos, NOTE, message))
+        # One note per fallback per manifest, at its first place: a fallback is a fact
+        # about the target, and 1,000 jobs must not print it 1,000 times.
+        seen = self._noted.setdefault(message, [pos, 0])
+        seen[0] = min(seen[0], pos)
+        seen[1] += 1
 
-    def value_ok(self, section: str, key: str, value: str, pos: Pos, feature: str) -> bool:
-        reason = self.target.lacking_value(section, key, value)
-        if reason is not None:
-            self.error(pos, f"{self.what}: '{feature}' {reason}")
-            return False
-        return True
+    def notes(self) -> list[Diagnostic]:
+        return [
+            Diagnostic(pos, NOTE, message if count == 1 else f"{message} (and {count - 1} more in this manifest)")
+            for message, (pos, count) in self._noted.items()
+        ]
 
 
 def _span(usec: int) -> Raw:
@@ -256,26 +353,31 @@ def _span(usec: int) -> Raw:
 # --------------------------------------------------------------------------- common keys
 
 
-def _common_unit(u: _Unit, c: Common, description: Raw) -> None:
-    u.set("Unit", "Description", description)
-    for unit in c.on_failure:
-        # specifiers=True: names.UNIT_REF admits only %n %N %p %P %i %I, meant as specifiers.
-        u.set("Unit", "OnFailure", Raw(unit, specifiers=True), c.where("on_failure"), "on_failure")
+# How a simple key's model value becomes its directive's values (validate.Writes.render).
+# None, False, 0 and empty write nothing.
+_RENDER: dict[str, Callable[[Any], list[Value]]] = {
+    "text": lambda v: [Raw(v)],
+    "number": lambda v: [Raw(str(v))],
+    "span": lambda v: [_span(v)],
+    "yes": lambda v: [Raw("yes")],
+    # specifiers=True: names.UNIT_REF admits only %n %N %p %P %i %I, meant as specifiers.
+    "units": lambda v: [Raw(unit, specifiers=True) for unit in v],
+    "environment": lambda v: [Env(name, value) for name, value in v],
+}
 
 
-def _common_service(u: _Unit, c: Common) -> None:
-    if c.user:
-        u.set("Service", "User", Raw(c.user))
-    if c.group:
-        u.set("Service", "Group", Raw(c.group))
-    if c.working_directory:
-        u.set("Service", "WorkingDirectory", Raw(c.working_directory))
-    for name, value in c.environment:
-        u.set("Service", "Environment", Env(name, value))
-    if c.environment_file:
-        u.set("Service", "EnvironmentFile", Raw(c.environment_file))
-    if c.memory_max:
-        u.set("Service", "MemoryMax", Raw(c.memory_max), c.where("memory_max"), "memory_max")
+def _write_keys(units: dict[str, _Unit], c: Common, table: dict[str, Key]) -> None:
+    """Walk the key table: each simple key the job or worker set goes, through the one
+    gate in _Unit.set, into the unit that holds its section (``units``: section -> unit)."""
+    for key, spec in table.items():
+        if spec.writes is None:
+            continue
+        value = getattr(c, spec.field)
+        if value is None or value is False or value == () or value == "":
+            continue
+        unit = units[spec.writes.section]
+        for rendered in _RENDER[spec.writes.render](value):
+            unit.set(spec.writes.section, spec.writes.directive, rendered, c.where(key), key)
 
 
 def _hardening(u: _Unit, c: Common, writable: tuple[str, ...] = ()) -> None:
@@ -289,10 +391,13 @@ def _hardening(u: _Unit, c: Common, writable: tuple[str, ...] = ()) -> None:
         else:
             chosen[key] = [value]
     pos = c.where("hardening")
+    written = {}
     for key, values in chosen.items():
         for value in values:
-            u.set("Service", key, Raw(value), pos, f"hardening: {c.hardening}")
-    if writable and chosen.get("ProtectSystem") == ["strict"]:
+            written[key] = u.set("Service", key, Raw(value), pos, f"hardening: {c.hardening}")
+    # Only ProtectSystem=strict makes the file system read-only; a target without it
+    # gets full (VALUE_FALLBACKS), under which /run stays writable.
+    if writable and written.get("ProtectSystem") == Raw("strict"):
         for path in writable:
             u.set("Service", "ReadWritePaths", Raw(path))
 
@@ -304,9 +409,9 @@ def _lock_argv(ctx: _Context, job: Job) -> tuple[tuple[str, ...], str | None]:
     """The lock wrapper in front of the job's argv, and the host lock file if any."""
     lock = job.lock
     wait = timespec.seconds_ceiling(job.wait_usec) if job.wait_usec else None
-    if lock is None or lock.scope == "unit":
+    if lock is None or lock.kind.wrapper == "none":
         return job.command, None
-    if lock.scope == "host":
+    if lock.kind.wrapper == "flock":
         path = lock.path or names.lock_file(lock.name)
         mode = ("--wait", str(wait)) if wait else ("--nonblock",)
         # No --close: the job keeps the lock's file descriptor, so if flock itself is
@@ -327,7 +432,7 @@ def _lock_argv(ctx: _Context, job: Job) -> tuple[tuple[str, ...], str | None]:
 def _defer(job: Job) -> bool:
     # systemd.timer(5): DeferReactivation= acts on OnCalendar= only. A waiting policy
     # wants the queued run; 'allow' has no lock to protect.
-    return job.schedule.kind == "calendar" and job.overlap == "skip"
+    return job.schedule.kind == "calendar" and job.policy.defers_overrun
 
 
 def _emulate_defer(ctx: _Context, timer: _Unit, job: Job) -> bool:
@@ -355,57 +460,47 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     timer.set("Unit", "Description", Raw(f"Schedule for {job.name}: {description}"))
     sched = job.schedule
     if sched.kind == "calendar":
-        if sched.has_timezone:
-            ctx.value_ok("Timer", "OnCalendar", "time zone", job.where("timezone") if "timezone" in job.keypos else job.where("schedule"), "time zone in schedule")
-        timer.set("Timer", "OnCalendar", Raw(sched.calendar or ""))
+        # A time zone (235) or '~' (233) in the expression is gated by set, at the key that wrote it.
+        asked = "timezone" if "timezone" in job.keypos else "schedule"
+        timer.set("Timer", "OnCalendar", Raw(sched.calendar or ""), job.where(asked), asked)
     elif sched.kind == "every":
         # Runs start every N: the first N after the timer starts, then N after each start.
         # With overlap: skip the interval is counted from the end of the previous run
         # (OnUnitInactiveSec=), so an overrun never triggers an immediate second run.
         timer.set("Timer", "OnActiveSec", _span(sched.usec or 0))
-        key = "OnUnitInactiveSec" if job.overlap == "skip" else "OnUnitActiveSec"
+        key = "OnUnitInactiveSec" if job.policy.every_from_end else "OnUnitActiveSec"
         timer.set("Timer", key, _span(sched.usec or 0))
     else:
         timer.set("Timer", "OnBootSec", _span(sched.usec or 0))
-    if job.persistent:
-        timer.set("Timer", "Persistent", Raw("yes"), job.where("persistent"), "persistent")
     emulate_defer = _defer(job) and _emulate_defer(ctx, timer, job)
     accuracy = job.accuracy_usec
     if emulate_defer and accuracy is None:
         accuracy = 1_000_000
     if accuracy is not None:
         timer.set("Timer", "AccuracySec", _span(accuracy), job.where("accuracy"), "accuracy")
-    if job.randomized_delay_usec:
-        timer.set("Timer", "RandomizedDelaySec", _span(job.randomized_delay_usec), job.where("randomized_delay"), "randomized_delay")
-    if job.fixed_random_delay:
-        timer.set("Timer", "FixedRandomDelay", Raw("yes"), job.where("fixed_random_delay"), "fixed_random_delay")
-    if job.randomized_offset_usec:
-        timer.set("Timer", "RandomizedOffsetSec", _span(job.randomized_offset_usec), job.where("randomized_offset"), "randomized_offset")
-    timer.set("Install", "WantedBy", Raw("timers.target"))
 
     svc = _Unit(ctx, f"{job.name}.service", "service")
-    _common_unit(svc, job, Raw(description))
-    for unit in job.on_success:
-        svc.set("Unit", "OnSuccess", Raw(unit, specifiers=True), job.where("on_success"), "on_success")
-    if job.lock is not None and job.lock.scope == "cluster":
+    svc.set("Unit", "Description", Raw(description))
+    if job.lock is not None and job.lock.kind.server:
         # The lock server is on the network: at boot a timer (Persistent=, OnBootSec=) can
         # start the job before it is reachable (systemd.special(7) network-online.target).
         svc.set("Unit", "Wants", Raw("network-online.target"))
         svc.set("Unit", "After", Raw("network-online.target"))
     svc.set("Service", "Type", Raw("oneshot"))
-    _common_service(svc, job)
+    _write_keys({"Unit": svc, "Service": svc, "Timer": timer}, job, JOB_KEYS)
+    timer.set("Install", "WantedBy", Raw("timers.target"))
     if emulate_defer:
         svc.set("Service", "ExecCondition", Exec((SH, "-c", DEFER_CHECK, "jobgen-defer", stamp)), job.where("overlap"), "overlap: skip (DeferReactivation emulation)")
     svc.set("Service", "ExecStart", Exec(argv))
-    reporter = (SH, "-c", REPORTER, "jobgen-report", job.name, job.overlap, stamp if emulate_defer else "")
+    policy = job.policy
+    reporter = (SH, "-c", REPORTER, "jobgen-report", job.name, policy.name, stamp if emulate_defer else "", policy.conflict_outcome)
     # '-': a reporter that cannot log must not turn a good run into a failed unit.
     svc.set("Service", "ExecStopPost", Exec(reporter, prefix="-"))
-    if job.lock is not None and job.lock.scope != "unit":
+    scope = job.lock.kind if job.lock is not None else None
+    if scope is not None and scope.conflict_is_success:
         svc.set("Service", "SuccessExitStatus", Raw(str(CONFLICT_EXIT)))
-    if job.lock is not None and job.lock.scope == "cluster":
-        # The holder forwards SIGTERM to the command; KillMode=mixed sends it to the holder
-        # only, so the command gets it once (systemd.kill(5)), SIGKILL to all at the end.
-        svc.set("Service", "KillMode", Raw("mixed"))
+    if scope is not None and scope.kill_mode:
+        svc.set("Service", "KillMode", Raw(scope.kill_mode))
     if job.lock is not None and job.lock.credential:
         svc.set("Service", "LoadCredential", Raw(job.lock.credential), job.where("lock"), "lock.credential")
     # A oneshot's run time is bounded by TimeoutStartSec= (RuntimeMaxSec= does nothing for
@@ -437,6 +532,96 @@ def _tmpfile(path: str, c: Common) -> str:
     return f"f {path} 0640 {owner} {group} -"
 
 
+# --------------------------------------------------------------------------- overlap: queue
+
+# Host-scope spools live on disk across reboots (/var/lib, not /run): a request that was
+# reported as enqueued must still be there after a crash or a reboot.
+QUEUE_DIR = "/var/lib/jobgen/queue"
+
+
+def _queue_store(job: Job) -> tuple[str, ...]:
+    """Where the job's requests are kept, as `jobgen enqueue|drain|queue` options."""
+    lock = job.lock
+    assert lock is not None and job.queue is not None  # validate: a queue job has a lock
+    if lock.kind.server:
+        store = ["--backend", lock.backend or "", "--name", lock.name]
+        if lock.credential:
+            store += ["--password-file", "${CREDENTIALS_DIRECTORY}/" + lock.credential.split(":", 1)[0]]
+        elif lock.password_file:
+            store += ["--password-file", lock.password_file]
+    else:
+        store = ["--spool", f"{QUEUE_DIR}/{job.name}"]
+    q = job.queue
+    limits = ["--max-pending", str(q.max_pending), "--on-full", q.on_full, "--max-attempts", str(q.max_attempts)]
+    return (*store, "--job", job.name, *limits)
+
+
+def _adding(ctx: _Context, unit: UnitFile, *directives: tuple[str, str, Value]) -> dict[str, list[tuple[str, Value]]]:
+    """Directives to add to a frozen unit, each through the one gate (_Unit.set)."""
+    probe = _Unit(ctx, unit.filename, unit.kind)
+    for section, key, value in directives:
+        probe.set(section, key, value)
+    return probe.sections
+
+
+def _spool_writable(unit: UnitFile, spool: str | None) -> tuple[tuple[str, str, Value], ...]:
+    """ReadWritePaths= for the spool where the hardening made the file system read-only."""
+    strict = any(k == "ProtectSystem" and v == Raw("strict") for _, d in unit.sections for k, v in d)
+    return (("Service", "ReadWritePaths", Raw(spool)),) if spool and strict else ()
+
+
+def _without(unit: UnitFile, drop: set[tuple[str, str]], add: dict[str, list[tuple[str, Value]]]) -> UnitFile:
+    sections = []
+    for name, directives in unit.sections:
+        kept = tuple((k, v) for k, v in directives if (name, k) not in drop)
+        sections.append((name, kept + tuple(add.get(name, []))))
+    return replace(unit, sections=tuple(sections))
+
+
+def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[str], tuple[str, ...]]:
+    """overlap: queue -> NAME.timer + NAME.service (records a request and returns at once)
+    + NAME-drain.service (runs the requests one at a time under the job's lock)
+    + NAME-drain.path (host scope: starts the drainer when the spool has work)."""
+    store = _queue_store(job)
+    enqueue = (ctx.holder, "enqueue", *store, "--by")
+    drain_cmd = (ctx.holder, "drain", *store, "--", *job.command)
+    # The enqueuer: the job's timer, user, environment and hardening, no lock (enqueue takes
+    # the spool's own short lock), no reporter (enqueue logs enqueued/rejected itself).
+    enq_job = replace(job, command=(*enqueue, "unit"), overlap="allow", lock=None, queue=None, timeout_usec=60_000_000)
+    units, _, _ = _job_files(ctx, enq_job)
+    drainer = f"{job.name}-drain.service"
+    spool = f"{QUEUE_DIR}/{job.name}" if job.lock is not None and job.lock.kind.lock_file else None
+    units = [replace(u, comment=f"job {job.name}: overlap=queue: each trigger records a request") for u in units]
+    units = [
+        _without(u, {("Service", "ExecStopPost")}, _adding(ctx, u, ("Unit", "Wants", Raw(drainer)), *_spool_writable(u, spool)))
+        if u.kind == "service" else u
+        for u in units
+    ]
+    # The drainer: the job's lock around `jobgen drain`; it loops until the queue is empty.
+    # No TimeoutStartSec from 'timeout': one drain runs many requests.
+    drain_job = replace(job, command=drain_cmd, overlap="skip", timeout_usec=None, schedule=replace(job.schedule, kind="every"))
+    drain_units, _, lines = _job_files(ctx, drain_job)
+    (svc,) = [u for u in drain_units if u.kind == "service"]
+    svc = replace(svc, filename=drainer, comment=f"job {job.name}: drains its queue, one request at a time under its lock")
+    svc = _without(svc, {("Service", "ExecStopPost")}, _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool)))
+    files = [*units, svc]
+    if spool is not None:
+        path = _Unit(ctx, f"{job.name}-drain.path", "path")
+        path.set("Unit", "Description", Raw(f"Work waiting in the queue of {job.name}"))
+        # systemd.path(5): DirectoryNotEmpty= starts the unit while the folder has entries,
+        # and checks again when the unit stops, so a request that came in as a drain was
+        # finishing is not left behind.
+        path.set("Path", "DirectoryNotEmpty", Raw(f"{spool}/pending"))
+        path.set("Path", "Unit", Raw(drainer))
+        path.set("Install", "WantedBy", Raw("paths.target"))
+        files.append(path.freeze(f"job {job.name}: queue watch"))
+        owner, group = job.user or "root", job.group or ("root" if not job.user else "-")
+        lines += [f"d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
+        lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", "/tmp", "/pending", "/running", "/failed")]
+    run = RunSpec((*enqueue, "jobgen run"), job.environment, job.working_directory, job.user, job.group)
+    return files, run, lines, store
+
+
 # --------------------------------------------------------------------------- workers
 
 
@@ -449,39 +634,15 @@ def _worker_files(ctx: _Context, w: Worker) -> list[UnitFile]:
     # A template's instances show their number in the journal and `systemctl status`
     # (%i, systemd.unit(5) SPECIFIERS); the user's text keeps its '%' literal.
     title = Raw(description.replace("%", "%%") + " (instance %i)", specifiers=True) if template else Raw(description)
-    _common_unit(svc, w, title)
-    if w.start_limit_interval_usec:
-        svc.set("Unit", "StartLimitIntervalSec", _span(w.start_limit_interval_usec))
-    if w.start_limit_burst:
-        svc.set("Unit", "StartLimitBurst", Raw(str(w.start_limit_burst)))
+    svc.set("Unit", "Description", title)
+    _write_keys({"Unit": svc, "Service": svc}, w, WORKER_KEYS)
     if template:
         # PartOf=: stopping or restarting NAME.target reaches every instance.
         svc.set("Unit", "PartOf", Raw(f"{w.name}.target"))
-    wtype = w.type
-    reason = ctx.target.lacking_value("Service", "Type", wtype)
-    if reason and wtype == "exec":
-        # Type=exec (240) only adds "start fails if exec fails"; simple runs the same program.
-        ctx.note(w.where("type"), f"{reason}: Type=simple")
-        wtype = "simple"
-    elif reason:
-        ctx.error(w.where("type"), f"{ctx.what}: 'type: {wtype}' {reason}")
-    svc.set("Service", "Type", Raw(wtype))
-    _common_service(svc, w)
     svc.set("Service", "ExecStart", Exec(w.command))
-    svc.set("Service", "Restart", Raw(w.restart))
-    svc.set("Service", "RestartSec", _span(w.restart_delay_usec))
-    if w.restart_steps and w.restart_max_delay_usec:
-        svc.set("Service", "RestartSteps", Raw(str(w.restart_steps)), w.where("restart_steps"), "restart_steps")
-        svc.set("Service", "RestartMaxDelaySec", _span(w.restart_max_delay_usec), w.where("restart_max_delay"), "restart_max_delay")
-    # Graceful stop (systemd.kill(5)): the stop signal to the main process only, then
-    # after TimeoutStopSec= SIGKILL to everything left in the cgroup.
+    # Graceful stop (systemd.kill(5)): the stop signal (stop_signal, KillSignal=) to the main
+    # process only, then after TimeoutStopSec= (stop_timeout) SIGKILL to everything left.
     svc.set("Service", "KillMode", Raw("mixed"))
-    svc.set("Service", "KillSignal", Raw(w.stop_signal))
-    svc.set("Service", "TimeoutStopSec", _span(w.stop_timeout_usec))
-    if w.recycle_after_usec:
-        svc.set("Service", "RuntimeMaxSec", _span(w.recycle_after_usec), w.where("recycle_after"), "recycle_after")
-    if w.watchdog_usec:
-        svc.set("Service", "WatchdogSec", _span(w.watchdog_usec), w.where("watchdog"), "watchdog")
     _hardening(svc, w)
     files = []
     if template:
@@ -508,8 +669,12 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
     files: list[UnitFile] = []
     runs: dict[str, RunSpec] = {}
     tmp_lines: list[str] = []
+    queues: dict[str, tuple[str, ...]] = {}
     for job in manifest.jobs:
-        units, run, lines = _job_files(ctx, job)
+        if job.policy.queues:
+            units, run, lines, queues[job.name] = _queue_files(ctx, job)
+        else:
+            units, run, lines = _job_files(ctx, job)
         files += units
         runs[job.name] = run
         tmp_lines += lines
@@ -521,10 +686,12 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
         # lock on an open file, not the file's existence).
         head = [f"d {names.LOCK_DIR} 0755 root root -"]
         name = tmpfiles_name or "jobgen.conf"
-        files.append(UnitFile(f"tmpfiles.d/{name}", "tmpfiles", lines=tuple(head + sorted(tmp_lines))))
-    if any(d.severity == ERROR for d in ctx.diags):
-        raise ManifestError(ctx.diags)
-    notes = sorted(set(ctx.diags))
+        # set(): two queue jobs both name the shared spool parents (systemd-tmpfiles warns
+        # "Duplicate line" on a repeated path).
+        files.append(UnitFile(f"tmpfiles.d/{name}", "tmpfiles", lines=tuple(head + sorted(set(tmp_lines)))))
+    if ctx.diags:  # only errors: notes are kept apart, one per fallback (_Context.note)
+        raise ManifestError(ctx.diags + ctx.notes())
+    notes = sorted(ctx.notes())
     if assumed:
         notes.insert(0, Diagnostic(ctx.pos, NOTE, f"no target systemd given (target: {{systemd: ...}} or --systemd); assuming {DEFAULT_TARGET}"))
-    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs)
+    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs, queues)

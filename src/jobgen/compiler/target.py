@@ -15,7 +15,12 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
-from typing import Iterable, NamedTuple
+from typing import Callable, Iterable, Mapping, NamedTuple
+
+from packaging.specifiers import InvalidSpecifier, Specifier
+from packaging.version import InvalidVersion, Version
+
+from jobgen.compiler import timespec
 
 from jobgen.compiler.directive_table import DIRECTIVES, FIRST_RELEASE, LAST_RELEASE, Directive
 
@@ -37,8 +42,9 @@ PRESETS: dict[str, tuple[int, str]] = {
     "rhel-9": (252, "RHEL 9.2+: systemd-252-*.el9 (9.0/9.1: systemd-250)"),
 }
 
-# Values whose acceptance changed after the directive itself appeared.  Only
-# values jobgen emits or users commonly pass.  Each `since` is measured from
+# Values whose acceptance changed after the directive itself appeared, for the
+# directives jobgen writes (plan.EMITTED): plan._Unit.set asks every row of every
+# value it writes (tests/test_gates.py reaches each row through set).  Each `since` is measured from
 # systemd's sources (tests/test_directive_table.py checks every row against
 # directive_table.VALUES, which tools/gen_directives.py probes per release).
 # A value not listed here is accepted wherever its directive is.
@@ -50,24 +56,38 @@ class ValueGate(NamedTuple):
     value: str
     since: int
     citation: str
+    # How a written value is recognised as this gate's (a name in VALUE_MATCHERS).
+    match: str = "exact"
+
+
+# What plan._Unit.set asks of every value it writes: does this row apply to `text`
+# (the value's text; for Exec*= lines jobgen's own prefix), given what the unit already
+# set (`unit`: directive -> text)?
+VALUE_MATCHERS: dict[str, Callable[[ValueGate, str, Mapping[str, str]], bool]] = {
+    "exact": lambda g, text, unit: text == g.value,
+    # "prefix !" is not "prefix !!": each prefix character is one gate.
+    "exec prefix": lambda g, text, unit: (
+        "!!" in text if g.value == "prefix !!" else g.value.removeprefix("prefix ") in text.replace("!!", "")
+    ),
+    "calendar time zone": lambda g, text, unit: timespec.parse_calendar(text).timezone is not None,
+    "calendar ~": lambda g, text, unit: "~" in text,
+    "restart of a oneshot": lambda g, text, unit: text != "no" and unit.get("Type") == "oneshot",
+}
 
 
 VALUE_GATES: tuple[ValueGate, ...] = (
     ValueGate("Service", "Type", "exec", 240, "src/core/service.c@v240 service_type_table"),
     # service_verify() refused every Restart= but "no" for oneshot before 244.
     ValueGate("Service", "Restart", "on-failure with Type=oneshot", 244,
-              "src/core/service.c@v244 service_verify()"),
+              "src/core/service.c@v244 service_verify()", "restart of a oneshot"),
     # kill_mode_table has "mixed" since 209 (NEWS), older than the table.
     ValueGate("Service", "KillMode", "mixed", FIRST_RELEASE, "src/core/kill.c@v230 kill_mode_table"),
     # config_parse_exec(): command-line prefixes (systemd.service(5) "Command lines").
-    ValueGate("Service", "ExecStart", "prefix +", 231, "src/core/load-fragment.c@v231 config_parse_exec()"),
-    ValueGate("Service", "ExecStart", "prefix !", 235, "src/core/load-fragment.c@v235 config_parse_exec()"),
-    ValueGate("Service", "ExecStart", "prefix !!", 235, "src/core/load-fragment.c@v235 config_parse_exec()"),
-    ValueGate("Service", "ExecStart", "prefix :", 242, "src/core/load-fragment.c@v242 config_parse_exec()"),
-    ValueGate("Service", "ExecStart", "prefix |", 258, "src/core/load-fragment.c@v258 config_parse_exec()"),
-    ValueGate("Service", "StandardOutput", "file:", 236, "src/core/execute.c@v236 exec_output_table"),
-    ValueGate("Service", "StandardOutput", "append:", 240, "src/core/execute.c@v240 exec_output_table"),
-    ValueGate("Service", "StandardOutput", "truncate:", 248, "src/core/execute.c@v248 exec_output_table"),
+    ValueGate("Service", "ExecStart", "prefix +", 231, "src/core/load-fragment.c@v231 config_parse_exec()", "exec prefix"),
+    ValueGate("Service", "ExecStart", "prefix !", 235, "src/core/load-fragment.c@v235 config_parse_exec()", "exec prefix"),
+    ValueGate("Service", "ExecStart", "prefix !!", 235, "src/core/load-fragment.c@v235 config_parse_exec()", "exec prefix"),
+    ValueGate("Service", "ExecStart", "prefix :", 242, "src/core/load-fragment.c@v242 config_parse_exec()", "exec prefix"),
+    ValueGate("Service", "ExecStart", "prefix |", 258, "src/core/load-fragment.c@v258 config_parse_exec()", "exec prefix"),
     ValueGate("Service", "ProtectSystem", "strict", 232, "src/core/namespace.c@v232 protect_system_table"),
     ValueGate("Service", "ProtectHome", "tmpfs", 238, "src/core/namespace.c@v238 protect_home_table"),
     ValueGate("Service", "PrivateTmp", "disconnected", 257, "src/core/namespace.c@v257 private_tmp_table"),
@@ -76,18 +96,21 @@ VALUE_GATES: tuple[ValueGate, ...] = (
               "src/core/namespace.c@v257 protect_control_groups_table"),
     # calendarspec.c: "... Europe/Berlin" suffix, and "~" counting days from
     # the end of the month.
-    ValueGate("Timer", "OnCalendar", "time zone", 235, "src/basic/calendarspec.c@v235 calendar_spec_from_string()"),
+    ValueGate("Timer", "OnCalendar", "time zone", 235, "src/basic/calendarspec.c@v235 calendar_spec_from_string()",
+              "calendar time zone"),
     ValueGate("Timer", "OnCalendar", "~ (from end of month)", 233,
-              "src/basic/calendarspec.c@v233 calendar_spec_from_string()"),
+              "src/basic/calendarspec.c@v233 calendar_spec_from_string()", "calendar ~"),
 )
 
 _DIRECTIVES: dict[tuple[str, str], Directive] = {(d.section, d.name): d for d in DIRECTIVES}
 _VALUE_GATES: dict[tuple[str, str, str], ValueGate] = {
     (g.section, g.directive, g.value): g for g in VALUE_GATES
 }
+_GATES_BY_DIRECTIVE: dict[tuple[str, str], list[ValueGate]] = {}
+for _gate in VALUE_GATES:
+    _GATES_BY_DIRECTIVE.setdefault((_gate.section, _gate.directive), []).append(_gate)
 
 _CLAUSE = re.compile(r"(?P<op>===|>=|<=|==|!=|~=|>|<)?\s*(?P<version>[^<>=!~\s].*)")
-_MAJOR = re.compile(r"[0-9]+")
 # A distribution version string: major, then anything after . ~ + - or space
 # ("252.38-1~deb12u1", "249.11-0ubuntu3", "252-46.el9_4").
 _PACKAGE_VERSION = re.compile(r"(?P<major>[0-9]+)(?:[.~+\-].*)?")
@@ -119,9 +142,6 @@ class Target:
         upper = "newest" if self.max is None else str(self.max)
         span = str(self.min) if self.min == self.max else f"{self.min} ... {upper}"
         return f"systemd {self.text} ({span})"
-
-    def includes(self, release: int) -> bool:
-        return self.min <= release and (self.max is None or release <= self.max)
 
     def _reaches(self, release: int | None) -> bool:
         """True if some release in the range is `release` or later."""
@@ -167,6 +187,21 @@ class Target:
     def has_value(self, section: str, directive: str, value: str) -> bool:
         return self.lacking_value(section, directive, value) is None
 
+    def lacking_values(
+        self, section: str, directive: str, text: str, unit: Mapping[str, str] = {}
+    ) -> list[tuple[ValueGate, str]]:
+        """Every value gate that `directive=text` meets (VALUE_MATCHERS) and this target
+        lacks, with the reason; [] when the value is fine. `unit`: what the same unit
+        already set (directive -> text), for gates that depend on another directive.
+        The one question plan._Unit.set asks of each value it writes."""
+        # Every Exec*= line is read by the one config_parse_exec(): ExecStart='s rows hold for all.
+        rows = _GATES_BY_DIRECTIVE.get((section, "ExecStart" if directive.startswith("Exec") else directive), ())
+        return [
+            (gate, f"{directive}={gate.value} needs systemd >= {gate.since}; target is {self.label}")
+            for gate in rows
+            if gate.since > self.min and VALUE_MATCHERS[gate.match](gate, text, unit)
+        ]
+
 
 def parse_target(text: str) -> Target:
     """Read a target: "252", "252.38-1~deb12u1", ">=252", ">=252,<258",
@@ -208,19 +243,41 @@ def parse_target(text: str) -> Target:
     return Target(low, high, ",".join(canonical))
 
 
+# Range clauses are PEP 440 version specifiers (packaging.specifiers), of which a target
+# uses the comparisons that bound a range of major releases. ~= and != would make holes
+# or depend on minor versions systemd's unit-file parser never changes at.
+_OPERATORS = (">=", "<=", "==", ">", "<")
+
+
 def _clause(clause: str, whole: str) -> tuple[str, int]:
-    m = _CLAUSE.fullmatch(clause)
-    if not clause or not m or not m["op"]:
-        raise ValueError(f"cannot read {clause!r} in systemd target {whole!r}; "
-                         "expected clauses like '>=252', '<258' or '==257' joined by ','")
-    if m["op"] not in (">=", "<=", "==", ">", "<"):
-        raise ValueError(f"operator {m['op']!r} in systemd target {whole!r} is not supported; "
+    try:
+        spec = Specifier(clause)
+    except InvalidSpecifier:
+        m = _CLAUSE.fullmatch(clause)
+        if not clause or not m or not m["op"] or m["op"] in _OPERATORS:
+            raise ValueError(f"cannot read {clause!r} in systemd target {whole!r}; "
+                             "expected clauses like '>=252', '<258' or '==257' joined by ','") from None
+        spec = None
+        op = m["op"]
+    else:
+        op = spec.operator
+    if op not in _OPERATORS:
+        raise ValueError(f"operator {op!r} in systemd target {whole!r} is not supported; "
                          "use >=, >, <=, < or ==")
-    version = m["version"].strip()
-    if not _MAJOR.fullmatch(version):
+    version = spec.version if spec is not None else ""
+    if not _is_major(version):
         raise ValueError(f"{version!r} in systemd target {whole!r} is not a systemd major "
                          "release; write a whole number such as 252")
-    return m["op"], int(version)
+    return op, int(version)
+
+
+def _is_major(version: str) -> bool:
+    """'252': a PEP 440 version that is one whole number, written as such."""
+    try:
+        parsed = Version(version)
+    except InvalidVersion:  # '252.*' is a valid specifier, not a version
+        return False
+    return str(parsed) == version and len(parsed.release) == 1
 
 
 def _check_known(release: int, whole: str) -> None:

@@ -1,7 +1,8 @@
 """Stage 2: the str tree from load.py -> the typed model, or every problem at once.
 
 The schema is data: ``JOB_KEYS``/``WORKER_KEYS`` map each manifest key to the model
-field it fills and the converter that checks it. A converter raises ``Invalid`` with a
+field it fills, the converter that checks it and, for a simple key, the directive it
+writes (``Writes``, walked by plan.py). A converter raises ``Invalid`` with a
 message; ``_convert_keys`` adds the place, the job and the key, and keeps going so the
 user sees all problems in one run. Cross-key rules (``overlap: wait`` needs
 ``wait_timeout``, ...) live in ``_job_rules``/``_worker_rules`` after the per-key pass.
@@ -23,7 +24,7 @@ from zoneinfo import available_timezones
 
 from jobgen.compiler import limits, names, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
-from jobgen.compiler.escape import CONTROL
+from jobgen.compiler.escape import CONTROL, SURROGATE
 from jobgen.compiler.load import Map, Node, Scalar, Seq
 from jobgen.compiler.model import (
     HARDENING_PROFILES,
@@ -32,16 +33,16 @@ from jobgen.compiler.model import (
     Common,
     Job,
     Lock,
+    Queue,
     Manifest,
     Schedule,
     Worker,
 )
 from jobgen.compiler.directive_table import LAST_RELEASE
-from jobgen.compiler.plan import HARDENING
+from jobgen.contract.policies import DEFAULT_OVERLAP, DEFAULT_SCOPE, OVERLAP, SCOPES
 from jobgen.compiler.target import Target, parse_target
 
 MANIFEST_VERSION = "1"
-_SURROGATE = re.compile(r"[\ud800-\udfff]")
 
 
 class Invalid(Exception):
@@ -84,7 +85,7 @@ def control_problem(value: str) -> str | None:
 
 
 def _surrogate_problem(text: str) -> str | None:
-    m = _SURROGATE.search(text)
+    m = SURROGATE.search(text)
     if m is None:
         return None
     # YAML "\ud83d\ude00" is two lone UTF-16 halves, not the emoji: no UTF-8 form exists.
@@ -292,11 +293,24 @@ def user_name(node: Node) -> str:
 
 
 def memory_size(node: Node) -> str:
+    """MemoryMax= (systemd.resource-control(5)): bytes with K/M/G/T (base 1024), or a
+    percentage of physical memory. systemd reads a bare number as bytes and refuses 0 and
+    more than 100% ("out of range"); a percentage is kept as written, never as '%%'
+    (MemoryMax= does not expand specifiers, specifier_table.py)."""
     value = _scalar(node, "a size such as 512M or 2G")
     number, unit = value[:-1], value[-1:]
-    if value.isdigit() or (unit in "KMGT" and number.isdigit()) or (unit == "%" and number.isdigit()):
-        return value
-    raise Invalid(f"expected a size such as 512M, 2G or 50%, got '{value}'")
+    if value.isdigit():
+        raise Invalid(
+            f"'{value}' would be {value} bytes: systemd reads a number without a unit as bytes; "
+            f"write the unit, e.g. '{value}M' or '{value}G'"
+        )
+    if not (number.isdigit() and unit in "KMGT%"):
+        raise Invalid(f"expected a size such as 512M, 2G or 50%, got '{value}'")
+    if int(number) == 0:
+        raise Invalid(f"'{value}' is no memory at all (systemd refuses a zero limit); remove memory_max for no limit")
+    if unit == "%" and int(number) > 100:
+        raise Invalid(f"'{value}' is more than the host's memory; a percentage of physical memory is 1% to 100%")
+    return value
 
 
 def stop_signal(node: Node) -> str:
@@ -420,22 +434,60 @@ def lock(node: Node) -> LockSpec:
 
 
 @dataclass(frozen=True)
+class Writes:
+    """The directive a simple key writes as it is: plan.py walks these rows (its
+    ``_RENDER[render]`` turns the model's value into the directive's value(s); None,
+    False, 0 and empty write nothing). The key's name is the feature a version gate names."""
+
+    section: str  # Unit, Service (the service), Timer (a job's timer)
+    directive: str
+    render: str  # text | number | span | yes | units | environment
+
+
+@dataclass(frozen=True)
 class Key:
     field: str  # model attribute it fills
     convert: Callable[[Node], Any]
+    writes: Writes | None = None  # None: plan.py composes the key's directives itself
 
 
+_QUEUE_KEYS: dict[str, Callable[[Node], Any]] = {
+    "max_pending": positive_int,
+    "on_full": choice("reject", "coalesce"),
+    "max_attempts": positive_int,
+}
+
+
+def queue_settings(node: Node) -> Queue:
+    """`queue: {max_pending, on_full, max_attempts}` (README "overlap: queue")."""
+    if isinstance(node, Scalar) and node.is_null:
+        return Queue()
+    if not isinstance(node, Map):
+        raise Invalid(f"expected a mapping of {', '.join(_QUEUE_KEYS)}; got {_kind(node)}")
+    values: dict[str, Any] = {}
+    for key, value in node.items:
+        conv = _QUEUE_KEYS.get(key.value)
+        if conv is None:
+            raise Invalid(f"unknown key 'queue.{key.value}'{_hint(key.value, _QUEUE_KEYS)}", key.pos)
+        try:
+            values[key.value] = conv(value)
+        except Invalid as exc:
+            raise Invalid(f"'queue.{key.value}': {exc.message}", exc.pos or value.pos) from None
+    return Queue(**values)
+
+
+# A new simple key is one row here, one field in model.py and one line in the README.
 COMMON_KEYS: dict[str, Key] = {
     "description": Key("description", text_line),
     "command": Key("command", argv),
-    "user": Key("user", user_name),
-    "group": Key("group", user_name),
-    "working_directory": Key("working_directory", abs_path),
-    "environment": Key("environment", environment),
-    "environment_file": Key("environment_file", optional_abs_path),
+    "user": Key("user", user_name, Writes("Service", "User", "text")),
+    "group": Key("group", user_name, Writes("Service", "Group", "text")),
+    "working_directory": Key("working_directory", abs_path, Writes("Service", "WorkingDirectory", "text")),
+    "environment": Key("environment", environment, Writes("Service", "Environment", "environment")),
+    "environment_file": Key("environment_file", optional_abs_path, Writes("Service", "EnvironmentFile", "text")),
     "hardening": Key("hardening", choice(*HARDENING_PROFILES)),
-    "memory_max": Key("memory_max", memory_size),
-    "on_failure": Key("on_failure", unit_names),
+    "memory_max": Key("memory_max", memory_size, Writes("Service", "MemoryMax", "text")),
+    "on_failure": Key("on_failure", unit_names, Writes("Unit", "OnFailure", "units")),
 }
 
 JOB_KEYS: dict[str, Key] = COMMON_KEYS | {
@@ -445,27 +497,28 @@ JOB_KEYS: dict[str, Key] = COMMON_KEYS | {
     "wait_timeout": Key("wait_usec", timespan),
     "lock": Key("lock", lock),
     "timeout": Key("timeout_usec", timespan),
-    "persistent": Key("persistent", boolean),
-    "randomized_delay": Key("randomized_delay_usec", timespan),
-    "fixed_random_delay": Key("fixed_random_delay", boolean),
-    "randomized_offset": Key("randomized_offset_usec", timespan),
+    "persistent": Key("persistent", boolean, Writes("Timer", "Persistent", "yes")),
+    "randomized_delay": Key("randomized_delay_usec", timespan, Writes("Timer", "RandomizedDelaySec", "span")),
+    "fixed_random_delay": Key("fixed_random_delay", boolean, Writes("Timer", "FixedRandomDelay", "yes")),
+    "randomized_offset": Key("randomized_offset_usec", timespan, Writes("Timer", "RandomizedOffsetSec", "span")),
     "accuracy": Key("accuracy_usec", timespan),
-    "on_success": Key("on_success", unit_names),
+    "on_success": Key("on_success", unit_names, Writes("Unit", "OnSuccess", "units")),
+    "queue": Key("queue", queue_settings),
 }
 
 WORKER_KEYS: dict[str, Key] = COMMON_KEYS | {
     "instances": Key("instances", whole_number(limits.INSTANCES, "jobgen's limit for one worker (README: Limits)")),
-    "type": Key("type", choice("exec", "notify", "simple")),
-    "restart": Key("restart", choice("on-failure", "always", "on-abnormal", "no")),
-    "restart_delay": Key("restart_delay_usec", timespan),
-    "restart_max_delay": Key("restart_max_delay_usec", timespan),
-    "restart_steps": Key("restart_steps", positive_int),
-    "start_limit_interval": Key("start_limit_interval_usec", timespan),
-    "start_limit_burst": Key("start_limit_burst", positive_int),
-    "stop_signal": Key("stop_signal", stop_signal),
-    "stop_timeout": Key("stop_timeout_usec", timespan),
-    "recycle_after": Key("recycle_after_usec", timespan),
-    "watchdog": Key("watchdog_usec", timespan),
+    "type": Key("type", choice("exec", "notify", "simple"), Writes("Service", "Type", "text")),
+    "restart": Key("restart", choice("on-failure", "always", "on-abnormal", "no"), Writes("Service", "Restart", "text")),
+    "restart_delay": Key("restart_delay_usec", timespan, Writes("Service", "RestartSec", "span")),
+    "restart_max_delay": Key("restart_max_delay_usec", timespan, Writes("Service", "RestartMaxDelaySec", "span")),
+    "restart_steps": Key("restart_steps", positive_int, Writes("Service", "RestartSteps", "number")),
+    "start_limit_interval": Key("start_limit_interval_usec", timespan, Writes("Unit", "StartLimitIntervalSec", "span")),
+    "start_limit_burst": Key("start_limit_burst", positive_int, Writes("Unit", "StartLimitBurst", "number")),
+    "stop_signal": Key("stop_signal", stop_signal, Writes("Service", "KillSignal", "text")),
+    "stop_timeout": Key("stop_timeout_usec", timespan, Writes("Service", "TimeoutStopSec", "span")),
+    "recycle_after": Key("recycle_after_usec", timespan, Writes("Service", "RuntimeMaxSec", "span")),
+    "watchdog": Key("watchdog_usec", timespan, Writes("Service", "WatchdogSec", "span")),
     "max_job_time": Key("max_job_time_usec", timespan),
 }
 
@@ -560,10 +613,6 @@ class _Seen:
     def wrote(self, key: str) -> bool:
         return key in self.keypos or key in self.meant
 
-    def valid(self, key: str) -> bool:
-        """The key was written and its value accepted."""
-        return key in self.keypos and key not in self.failed
-
 
 def _convert_keys(
     what: str, entries: list[tuple[Scalar, Node, bool]], table: dict[str, Key], problems: _Problems
@@ -626,13 +675,14 @@ def _job_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Problems
     keypos = seen.keypos
     _required(what, REQUIRED_JOB_KEYS, seen, pos, p)
     # A refused 'overlap' is unknown, not 'skip': rules that depend on it wait for a valid one.
-    overlap = None if "overlap" in seen.failed else v.get("overlap", "skip")
-    if overlap == "wait" and not seen.wrote("wait_timeout"):
+    overlap = None if "overlap" in seen.failed else v.get("overlap", DEFAULT_OVERLAP)
+    waits = overlap is not None and OVERLAP[overlap].waits
+    if waits and not seen.wrote("wait_timeout"):
         p.error(
             keypos.get("overlap", pos),
             f"{what}: 'overlap: wait' needs 'wait_timeout', how long a run may wait for the lock (e.g. wait_timeout: 10min)",
         )
-    if overlap is not None and overlap != "wait" and "wait_timeout" in keypos:
+    if overlap is not None and not waits and "wait_timeout" in keypos:
         p.error(
             keypos["wait_timeout"],
             f"{what}: 'wait_timeout' only applies to 'overlap: wait' (overlap is '{overlap}'); remove it or set 'overlap: wait'",
@@ -658,11 +708,27 @@ def _job_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Problems
     if v.get("fixed_random_delay") and not seen.wrote("randomized_delay"):
         p.error(keypos["fixed_random_delay"], f"{what}: 'fixed_random_delay' needs 'randomized_delay' (the delay it fixes)")
     v["lock"] = _job_lock(what, name, overlap, v.get("lock"), seen, pos, p)
+    v["queue"] = _job_queue(what, overlap, v.get("queue"), v["lock"], seen, pos, p)
     return Job(name=name, pos=pos, keypos=keypos, **v)
 
 
+def _job_queue(what: str, overlap: str | None, queue: Queue | None, lock: Lock | None, seen: _Seen, pos: Pos, p: _Problems) -> Queue | None:
+    if overlap is None or not OVERLAP[overlap].queues:
+        if "queue" in seen.keypos and overlap is not None:
+            p.error(seen.keypos["queue"], f"{what}: 'queue' only applies to 'overlap: queue' (overlap is '{overlap}'); remove it or set 'overlap: queue'")
+        return None
+    if lock is not None and not SCOPES[lock.scope].lock_file and not SCOPES[lock.scope].server:
+        # `jobgen drain` run by hand, or from a second unit, must see the drainer's lock.
+        p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' needs 'lock.scope: host' or 'cluster' (the drainer's lock); 'unit' guards only the unit")
+    if lock is not None and SCOPES[lock.scope].server and lock.backend and urlsplit(lock.backend).scheme.lower() in ("mariadb", "mysql") \
+            and not urlsplit(lock.backend).path.strip("/"):
+        # GET_LOCK needs no database; the queue's table does.
+        p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' keeps its requests in a table: 'lock.backend' must name a database (e.g. mariadb://db.internal/jobs)")
+    return queue or Queue()
+
+
 def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, seen: _Seen, pos: Pos, p: _Problems) -> Lock | None:
-    if overlap == "allow":
+    if overlap is not None and not OVERLAP[overlap].locks:
         if "lock" in seen.keypos:
             p.error(
                 seen.keypos["lock"],
@@ -673,23 +739,24 @@ def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, s
     if "lock" in seen.failed:
         return None
     spec = spec or LockSpec()
-    scope = spec.scope or "host"
+    scope = spec.scope or DEFAULT_SCOPE
+    kind = SCOPES[scope]
     kp = dict(spec.keypos)
     at = spec.pos or seen.keypos.get("lock", pos)
-    if scope == "unit" and overlap == "wait":
+    if not kind.can_wait and overlap is not None and OVERLAP[overlap].waits:
         p.error(kp.get("scope", at), f"{what}: 'lock.scope: unit' cannot wait; use scope host or cluster with 'overlap: wait'")
-    if scope != "host" and spec.path is not None:
+    if not kind.lock_file and spec.path is not None:
         p.error(kp["path"], f"{what}: 'lock.path' only applies to 'scope: host' (scope is '{scope}')")
     if spec.path is not None and not spec.path.endswith(".lock"):
         # The name says what the file is for: nobody deletes a *.lock file to tidy up.
         p.error(kp["path"], f"{what}: 'lock.path' must end in .lock, got '{spec.path}'")
-    if scope != "cluster":
+    if not kind.server:
         for key in ("backend", "ttl", "password_file", "credential"):
             if getattr(spec, _LOCK_FIELDS.get(key, key)) is not None:
                 p.error(kp[key], f"{what}: 'lock.{key}' only applies to 'scope: cluster' (scope is '{scope}')")
     name = spec.name or job
-    allowed = "_.:@-/" if scope == "cluster" else "_.:@-"
-    pattern = names.CLUSTER_LOCK_NAME if scope == "cluster" else names.LOCK_NAME
+    allowed = "_.:@-/" if kind.server else "_.:@-"
+    pattern = names.CLUSTER_LOCK_NAME if kind.server else names.LOCK_NAME
     # Without lock.name the job's name is used, already checked as a unit name (a subset).
     if spec.name is not None and not pattern.fullmatch(name):
         p.error(
@@ -697,7 +764,7 @@ def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, s
             f"{what}: 'lock.name': '{name}' may only contain letters, digits and '{allowed}', "
             "starting with a letter, digit or '_'",
         )
-    if scope == "cluster":
+    if kind.server:
         if spec.backend is None:
             p.error(at, f"{what}: 'scope: cluster' needs 'lock.backend', the lock server's URL ({_SCHEME_LIST})")
         elif problem := _backend_problem(spec.backend):
@@ -857,6 +924,10 @@ _PRIVATE_VIEWS: dict[tuple[str, str], tuple[str, ...]] = {
 
 def _private_view(hardening: str, path: str) -> tuple[str, str] | None:
     """(the directive, the folder) that makes ``path`` private to the unit, or None."""
+    # plan.HARDENING is the one source of the profiles; imported here because plan.py
+    # imports this module's key tables.
+    from jobgen.compiler.plan import HARDENING
+
     for _, key, value in HARDENING[hardening]:
         for folder in _PRIVATE_VIEWS.get((key, value), ()):
             if path.startswith(folder + "/"):
@@ -870,7 +941,7 @@ def _host_lock_files(jobs: tuple[Job, ...], p: _Problems) -> None:
     users: dict[str, Job] = {}
     for job in jobs:
         lock = job.lock
-        if lock is None or lock.scope != "host":
+        if lock is None or not lock.kind.lock_file:
             continue
         # Spelled differently, one file: '/run/lock//x.lock' and '/run/lock/./x.lock'.
         path = posixpath.normpath(lock.path or names.lock_file(lock.name))
@@ -910,7 +981,7 @@ def _identity(c: Common) -> str:
 
 def _cluster_jobs(jobs: tuple[Job, ...], p: _Problems) -> None:
     for job in jobs:
-        if job.lock is None or job.lock.scope != "cluster" or job.timeout_usec is not None:
+        if job.lock is None or not job.lock.kind.server or job.timeout_usec is not None:
             continue
         p.warning(
             job.where("lock"),

@@ -1,0 +1,228 @@
+#!/usr/bin/env python3
+"""jobgen's benchmark: render cost against systemd-cron's generator, start-up, memory.
+
+    .venv/bin/python bench/bench.py [--runs N] [--quick]     # writes bench/results.md
+
+What it measures (issue "Performance"; every number is a fresh process, as users run it):
+
+1. `jobgen render` of generated manifests with 100, 1,000 and 10,000 jobs into an EMPTY
+   folder, and again into the folder it just wrote (nothing changed);
+2. the same 1,000 jobs as a cron.d file through systemd-cron's generator, in the same run,
+   reported as a ratio. The Debian package `systemd-cron` is downloaded with apt-get and
+   unpacked into a temporary folder (never installed); its generator reads /etc/crontab,
+   /etc/cron.d and /var/spool/cron, so the unpacked copy is pointed at temporary folders;
+3. start-up: `jobgen --version` and `jobgen check` on the examples, against
+   `python -c "import typer"` and the interpreter alone;
+4. peak memory (the child's ru_maxrss) at every size.
+
+Wall time is the median of --runs runs with the spread (min..max); CPU is user+system of
+the child (os.wait4). A benchmark, not a test: nothing here is ever asserted.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import shutil
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+REPO = Path(__file__).resolve().parents[1]
+OUT = Path(__file__).with_name("results.md")
+SIZES = (100, 1000, 10000)
+JOBGEN = [sys.executable, "-m", "jobgen"]
+
+
+@dataclass
+class Sample:
+    wall: float
+    cpu: float
+    rss_kib: int
+
+
+@dataclass
+class Stat:
+    label: str
+    samples: list[Sample]
+
+    @property
+    def wall(self) -> float:
+        return statistics.median(s.wall for s in self.samples)
+
+    @property
+    def cpu(self) -> float:
+        return statistics.median(s.cpu for s in self.samples)
+
+    @property
+    def rss_mib(self) -> float:
+        return max(s.rss_kib for s in self.samples) / 1024
+
+    def spread(self) -> str:
+        walls = [s.wall for s in self.samples]
+        return f"{min(walls):.2f}..{max(walls):.2f}"
+
+
+def measure(argv: list[str], env: dict | None = None, cwd: Path | None = None, before=None) -> Sample:
+    """One run of argv in a fresh process: wall time, CPU and peak RSS of that child alone."""
+    if before:
+        before()
+    start = time.perf_counter()
+    # stderr to a file, not a pipe: a render's notes could fill a pipe nobody reads yet.
+    with tempfile.TemporaryFile() as errfile:
+        proc = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=errfile, env=env, cwd=cwd)
+        _, status, usage = os.wait4(proc.pid, 0)
+        wall = time.perf_counter() - start
+        proc.returncode = os.waitstatus_to_exitcode(status)
+        errfile.seek(0)
+        err = errfile.read().decode(errors="replace")
+    if proc.returncode not in (0, 1):
+        raise SystemExit(f"bench: {' '.join(argv[:6])}... exited {proc.returncode}:\n{err[-2000:]}")
+    return Sample(wall, usage.ru_utime + usage.ru_stime, usage.ru_maxrss)
+
+
+def repeat(label: str, runs: int, argv: list[str], **kw) -> Stat:
+    return Stat(label, [measure(argv, **kw) for _ in range(runs)])
+
+
+# --------------------------------------------------------------------------- inputs
+
+
+def manifest(n: int) -> str:
+    """N daily jobs, one command, schedule and user each, target 252 (the issue's shape)."""
+    lines = ["jobgen: 1", "target: {systemd: '252'}", "jobs:"]
+    for i in range(n):
+        lines += [
+            f"  task-{i:05d}:",
+            f"    command: [/usr/bin/php, /srv/app/artisan, 'task:{i}']",
+            f"    schedule: '*-*-* {i % 24:02d}:{i % 60:02d}:00'",
+            "    user: app",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def crontab(n: int) -> str:
+    """The same jobs as a cron.d file (minute hour dom month dow user command)."""
+    return "".join(f"{i % 60} {i % 24} * * * app /usr/bin/php /srv/app/artisan task:{i}\n" for i in range(n))
+
+
+def systemd_cron(tmp: Path) -> Path | None:
+    """systemd-cron's generator, unpacked (never installed) and pointed at tmp/cron."""
+    deb_dir = tmp / "deb"
+    deb_dir.mkdir()
+    r = subprocess.run(["apt-get", "download", "systemd-cron"], cwd=deb_dir, capture_output=True, text=True)
+    debs = list(deb_dir.glob("systemd-cron_*.deb"))
+    if r.returncode != 0 or not debs:
+        print(f"bench: systemd-cron not downloadable ({r.stderr.strip()[:200]}); comparison skipped", file=sys.stderr)
+        return None
+    root = tmp / "systemd-cron"
+    subprocess.run(["dpkg-deb", "-x", str(debs[0]), str(root)], check=True)
+    (gen,) = [p for p in root.rglob("systemd-crontab-generator") if p.is_file()]
+    cron = tmp / "cron"
+    for sub in ("cron.d", "spool"):
+        (cron / sub).mkdir(parents=True)
+    text = gen.read_text()
+    # Its inputs are hard-coded paths: point them at the temporary folders (same length
+    # of work; the parsing and unit writing are what is measured).
+    for old, new in (
+        ("'/etc/crontab'", repr(str(cron / "crontab"))),
+        ("'/etc/cron.d'", repr(str(cron / "cron.d"))),
+        ("'/var/spool/cron/crontabs'", repr(str(cron / "spool"))),
+        ("'/etc/cron.' + period", repr(str(cron / "none.")) + " + period"),
+        ("'/run/crond.reboot'", repr(str(cron / "reboot"))),
+        ("'/run/systemd/use_run_parts'", repr(str(cron / "use_run_parts"))),
+    ):
+        text = text.replace(old, new)
+    patched = tmp / "systemd-crontab-generator"
+    patched.write_text(text)
+    patched.chmod(0o755)
+    deb_version = debs[0].name.split("_")[1]
+    patched.with_suffix(".version").write_text(deb_version)
+    return patched
+
+
+def empty(folder: Path):
+    def clear() -> None:
+        shutil.rmtree(folder, ignore_errors=True)
+        folder.mkdir(parents=True)
+
+    return clear
+
+
+# --------------------------------------------------------------------------- report
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=5)
+    ap.add_argument("--quick", action="store_true", help="sizes 100 and 1000 only, 3 runs")
+    args = ap.parse_args()
+    runs = 3 if args.quick else args.runs
+    sizes = SIZES[:2] if args.quick else SIZES
+    rows: list[str] = []
+    with tempfile.TemporaryDirectory(prefix="jobgen-bench-") as t:
+        tmp = Path(t)
+        renders: dict[int, Stat] = {}
+        rerenders: dict[int, Stat] = {}
+        for n in sizes:
+            m = tmp / f"jobs-{n}.yaml"
+            m.write_text(manifest(n))
+            out = tmp / f"out-{n}"
+            k = max(3, runs if n < 10000 else 3)
+            renders[n] = repeat(f"render {n} jobs, empty folder", k, [*JOBGEN, "render", str(m), "-o", str(out)], before=empty(out))
+            rerenders[n] = repeat(f"render {n} jobs, nothing changed", k, [*JOBGEN, "render", str(m), "-o", str(out)])
+        gen = systemd_cron(tmp)
+        cron_stat = None
+        version = gen.with_suffix(".version").read_text() if gen else "not measured"
+        if gen is not None:
+            (tmp / "cron" / "cron.d" / "jobs").write_text(crontab(1000))
+            out = tmp / "cron-out"
+            cron_stat = repeat("systemd-cron generator, 1000 jobs", runs, [sys.executable, str(gen), str(out), str(out), str(out)], before=empty(out))
+        startup = [
+            repeat("python -c pass", runs, [sys.executable, "-c", "pass"]),
+            repeat('python -c "import typer"', runs, [sys.executable, "-c", "import typer"]),
+            repeat("jobgen --version", runs, [*JOBGEN, "--version"]),
+            repeat("jobgen check examples/*.yaml", runs, [*JOBGEN, "check", *map(str, sorted((REPO / "examples").glob("*.yaml")))]),
+        ]
+
+    rows += ["| what | wall, median (spread) | CPU | peak RSS |", "|---|---|---|---|"]
+    for stat in [*(s for n in sizes for s in (renders[n], rerenders[n])), *([cron_stat] if cron_stat else []), *startup]:
+        rows.append(f"| {stat.label} | {stat.wall:.3f} s ({stat.spread()}) | {stat.cpu:.3f} s | {stat.rss_mib:.0f} MiB |")
+
+    ratios = ["| ratio | measured | target |", "|---|---|---|"]
+    if cron_stat and 1000 in renders:
+        ratios.append(f"| render 1,000 jobs / systemd-cron generator (wall) | {renders[1000].wall / cron_stat.wall:.2f}× | ≤ 1.0× |")
+        ratios.append(f"| render 1,000 jobs / systemd-cron generator (CPU) | {renders[1000].cpu / cron_stat.cpu:.2f}× | |")
+    for n in sizes:
+        ratios.append(f"| re-render {n} unchanged / first render | {rerenders[n].wall / renders[n].wall:.2f}× | ≤ 0.3× |")
+    if 10000 in renders:
+        ratios.append(f"| render 10,000 / render 1,000 (wall) | {renders[10000].wall / renders[1000].wall:.2f}× | ≤ 11× |")
+        ratios.append(f"| peak RSS at 10,000 jobs | {renders[10000].rss_mib:.0f} MiB | < 200 MiB |")
+    ratios.append(f"| jobgen --version / import typer | {startup[2].wall / startup[1].wall:.2f}× | ≤ 1.3× |")
+
+    text = "\n".join([
+        "# jobgen benchmark",
+        "",
+        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}; "
+        f"systemd-cron {version}. Produced by `bench/run` (`bench/bench.py`): every row is a fresh",
+        f"process; wall time is the median of {runs} runs (3 at 10,000 jobs) with min..max; CPU is",
+        "user+system of the child; peak RSS is the child's ru_maxrss. Jobs: one command, calendar",
+        "schedule and user each, target systemd 252, into an empty folder unless stated.",
+        "",
+        *ratios,
+        "",
+        *rows,
+        "",
+    ])
+    OUT.write_text(text)
+    print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,129 @@
+"""`jobgen-generator NORMAL_DIR [EARLY_DIR LATE_DIR]`: the systemd generator (console script).
+
+systemd runs it at boot and at every daemon-reload, before any unit is loaded, so it
+starts lean: no typer, and the compiler only when there is a manifest to compile. What it
+generates is decided in host/generator.py; this module reads the environment, prints the
+problems and picks the exit code.
+
+Where its messages go. systemd gives a generator /dev/null as stdout and stderr at
+daemon-reload (seen on 252 and 257) and forbids talking to other processes, so, like
+systemd's own generators (log_setup_generator(): the kernel log in system scope), each
+problem is written:
+- to stderr, always (a run by hand, a test);
+- when systemd ran it: to /dev/kmsg as "<priority>jobgen-generator[pid]: text", which
+  journald reads into the journal (SYSLOG_IDENTIFIER=jobgen-generator, PRIORITY=);
+- where there is no /dev/kmsg (systemd-nspawn hides it from containers): to journald's
+  native socket, one non-blocking datagram per problem, so the generator can never wait
+  on journald;
+- where neither exists (a container's first pass at boot, before journald runs): into
+  the output folder, with a generated jobgen-generator-report.service that prints them to
+  the journal at boot (host/generator.py add_boot_report).
+Exit 0 unless the output folder cannot be written: a bad manifest is reported and
+skipped, never a failed generator.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+
+from jobgen.cli.exits import EXIT_INVALID
+
+IDENT = "jobgen-generator"
+# The one failure systemd hears about ("... failed with exit status 1" in the boot log):
+# the output folder cannot be written, so nothing could be generated.
+EXIT_CANNOT_WRITE = 1
+USAGE = f"usage: {IDENT} NORMAL_DIR [EARLY_DIR LATE_DIR]  (systemd.generator(7); manifests from /etc/jobgen, /usr/lib/jobgen or $JOBGEN_MANIFEST_DIRS)"
+# syslog(3) priorities journald stores as PRIORITY= for a /dev/kmsg record
+PRIORITY = {"error": 3, "warning": 4, "note": 5, "info": 6}
+# The kernel refuses a /dev/kmsg record longer than 1024 bytes (PRINTKRB_RECORD_MAX).
+KMSG_MAX = 960
+# Problems worth a line at every boot and reload; notes (fallbacks the target needs) are
+# what `jobgen check` is for.
+SHOWN = ("error", "warning")
+KMSG = "/dev/kmsg"
+JOURNAL_SOCKET = "/run/systemd/journal/socket"
+
+
+class Log:
+    def __init__(self, env: dict[str, str]):
+        self.kmsg: int | None = None
+        self.journal = None
+        self.undelivered: list[tuple[int, str]] | None = None  # run by systemd, no way to the journal
+        if not _run_by_systemd(env):
+            return
+        try:
+            self.kmsg = os.open(KMSG, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+        except OSError:
+            self.journal = _journal_socket()
+            if self.journal is None:
+                self.undelivered = []
+
+    def __call__(self, severity: str, text: str) -> None:
+        print(text, file=sys.stderr, flush=True)
+        if self.undelivered is not None:
+            self.undelivered.append((PRIORITY[severity], text))
+        if self.kmsg is not None:
+            record = f"<{PRIORITY[severity]}>{IDENT}[{os.getpid()}]: {text}".encode()[:KMSG_MAX] + b"\n"
+            with contextlib.suppress(OSError):
+                os.write(self.kmsg, record)
+        elif self.journal is not None:
+            # Native protocol (systemd-journald.service(8)): KEY=value lines, one datagram.
+            fields = {"MESSAGE": text.replace("\n", " "), "PRIORITY": str(PRIORITY[severity]), "SYSLOG_IDENTIFIER": IDENT}
+            with contextlib.suppress(OSError):  # a full buffer (EAGAIN) drops the line, never waits
+                self.journal.send("".join(f"{k}={v}\n" for k, v in fields.items()).encode())
+
+
+def _journal_socket():
+    import socket
+
+    try:
+        sock = socket.socket(socket.AF_UNIX, socket.SOCK_DGRAM | socket.SOCK_NONBLOCK | socket.SOCK_CLOEXEC)
+        sock.connect(JOURNAL_SOCKET)
+        return sock
+    except OSError:
+        return None
+
+
+def _run_by_systemd(env: dict[str, str]) -> bool:
+    # systemd sets $SYSTEMD_EXEC_PID to the pid of what it executes, generators included
+    # (seen on 252 and 257); systemd's own generators decide "run by systemd" the same way.
+    return env.get("SYSTEMD_EXEC_PID") == str(os.getpid())
+
+
+def run(argv: list[str], env: dict[str, str]) -> int:
+    if len(argv) not in (1, 3) or argv[0].startswith("-"):
+        print(USAGE, file=sys.stderr)
+        return EXIT_INVALID
+    # Jobs belong to the booted system: nothing in the initrd, nothing for a user manager.
+    if env.get("SYSTEMD_IN_INITRD") == "1" or env.get("SYSTEMD_SCOPE") == "user":
+        return 0
+    from jobgen.host import generator
+
+    manifests = generator.discover(generator.manifest_dirs(env))
+    if not manifests:
+        return 0
+    log = Log(env)
+    normal = argv[0]
+    running, _ = generator.running_systemd()
+    outcome = generator.generate(manifests, normal, running, holder=generator.sibling_holder(sys.argv[0]))
+    for d in outcome.diagnostics:
+        if d.severity in SHOWN:
+            log(d.severity, str(d))
+    for path in outcome.skipped:
+        log("error", f"{IDENT}: {path} skipped: none of its units were generated; fix it, then `systemctl daemon-reload`")
+    if log.undelivered:
+        # Early boot in a container: no /dev/kmsg, journald not started yet. A unit that
+        # prints the lines once the journal runs carries them there instead.
+        generator.add_boot_report(outcome, normal, log.undelivered)
+    try:
+        generator.write(normal, outcome)
+    except OSError as exc:
+        log("error", f"{IDENT}: cannot write into {normal}: {exc}")
+        return EXIT_CANNOT_WRITE
+    return 0
+
+
+def main() -> None:
+    sys.exit(run(sys.argv[1:], dict(os.environ)))

@@ -1,0 +1,72 @@
+"""`jobgen enqueue MANIFEST JOB` and `jobgen queue MANIFEST JOB`: the operator's forms.
+
+They compile the manifest to the same plan the units came from and hand the job's store
+arguments (plan.Plan.queues) to the runtime command the units call
+(runtime/queue/command.py), as the job's user when run as root: the spool belongs to the
+job's user, and a request written by root would be unreadable to its drainer.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from jobgen.cli.app import Format, FormatOpt, SystemdOpt, build_all, err, resolve_target
+from jobgen.cli.exits import EXIT_INVALID
+
+
+def _queued_job(manifest: Path, job: str, systemd: Optional[str]):
+    (result,) = build_all([manifest], resolve_target(systemd, None), _self(), Format.text)
+    store = result.plan.queues.get(job)
+    if store is None:
+        queued = sorted(result.plan.queues)
+        what = f"queued jobs: {', '.join(queued)}" if queued else "no job has 'overlap: queue'"
+        err(f"jobgen: error: {manifest}: no queued job '{job}'; {what}")
+        raise typer.Exit(EXIT_INVALID)
+    return result.plan.runs[job], store
+
+
+def _self() -> str:
+    return sys.argv[0] if os.path.isabs(sys.argv[0]) else "/usr/bin/jobgen"
+
+
+def _run_as_job(spec, argv: list[str]) -> int:
+    if os.geteuid() == 0 and spec.user:
+        group = ["--regid", spec.group] if spec.group else []
+        argv = ["/usr/bin/setpriv", "--reuid", spec.user, *group, "--init-groups", "--", *argv]
+    env = dict(os.environ) | dict(spec.environment)
+    return subprocess.call(argv, env=env)
+
+
+def register(app: typer.Typer) -> None:
+    @app.command(context_settings={"allow_extra_args": True})
+    def enqueue(
+        ctx: typer.Context,
+        manifest: Path = typer.Argument(..., metavar="MANIFEST", help="Manifest file."),
+        job: str = typer.Argument(..., metavar="JOB", help="A job with overlap: queue."),
+        systemd: Optional[str] = SystemdOpt,
+    ) -> None:
+        """Record one request for a queued job (arguments after -- are passed to its command)."""
+        spec, store = _queued_job(manifest, job, systemd)
+        argv = [sys.executable, "-m", "jobgen", "enqueue", *store, "--by", "jobgen enqueue", "--", *ctx.args]
+        raise typer.Exit(_run_as_job(spec, argv))
+
+    @app.command()
+    def queue(
+        manifest: Path = typer.Argument(..., metavar="MANIFEST", help="Manifest file."),
+        job: str = typer.Argument(..., metavar="JOB", help="A job with overlap: queue."),
+        retry: Optional[str] = typer.Option(None, "--retry", metavar="ID", help="Move a failed request back to pending."),
+        drop: Optional[str] = typer.Option(None, "--drop", metavar="ID", help="Remove a pending or failed request."),
+        systemd: Optional[str] = SystemdOpt,
+        fmt: Format = FormatOpt,
+    ) -> None:
+        """List a queued job's pending, running and failed requests (age, attempts)."""
+        spec, store = _queued_job(manifest, job, systemd)
+        action = ["--retry", retry] if retry else ["--drop", drop] if drop else []
+        argv = [sys.executable, "-m", "jobgen", "queue", *store, *action, "--format", fmt.value]
+        raise typer.Exit(_run_as_job(spec, argv))

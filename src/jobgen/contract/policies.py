@@ -1,0 +1,77 @@
+"""Overlap policies and lock scopes as tables of behaviour.
+
+What a policy or a scope *does* is answered here, once: the model lists the names, the
+validator asks which keys make sense, the planner asks what to write, and the unit's
+reporter gets the outcome word for a lock conflict from here (an argument, not a shell
+`case` on the policy name). A new policy is a row plus its code; nothing else compares
+policy or scope names.
+
+`queue` keeps every requested run as durable work (runtime/queue/): a trigger records a
+request and returns, and one drainer at a time (under the job's lock) runs them in order.
+"""
+
+from __future__ import annotations
+
+from typing import NamedTuple
+
+
+
+class OverlapPolicy(NamedTuple):
+    """What happens when a run starts while the previous one is still going."""
+
+    name: str
+    locks: bool  # runs take the job's lock (False: no lock at all; `lock:` is refused)
+    waits: bool  # a run waits for the lock up to `wait_timeout` (required; refused otherwise)
+    # JOBGEN_OUTCOME of a run that ended with the lock conflict exit (75): it never ran its command.
+    conflict_outcome: str
+    # A calendar elapse that falls during a run is deferred to the next slot
+    # (DeferReactivation=, 257, or its emulation) instead of a back-to-back catch-up run.
+    defers_overrun: bool
+    # `every:` schedules count the interval from the end of the previous run
+    # (OnUnitInactiveSec=), so an overrun never triggers an immediate second run.
+    every_from_end: bool
+    # Each trigger records a request (`jobgen enqueue`) and a drainer unit runs them one at
+    # a time under the lock (`jobgen drain`); the job gets a NAME-drain.service beside it.
+    queues: bool = False
+
+
+OVERLAP: dict[str, OverlapPolicy] = {
+    p.name: p
+    for p in (
+        OverlapPolicy("skip", locks=True, waits=False, conflict_outcome="skipped", defers_overrun=True, every_from_end=True),
+        OverlapPolicy("wait", locks=True, waits=True, conflict_outcome="wait-expired", defers_overrun=False, every_from_end=False),
+        # No lock, so no conflict exit: a 75 from the command itself is the command's own failure.
+        OverlapPolicy("allow", locks=False, waits=False, conflict_outcome="failed", defers_overrun=False, every_from_end=False),
+        # A conflict is a second drainer finding the lock held: the first one drains for both.
+        OverlapPolicy("queue", locks=True, waits=False, conflict_outcome="skipped", defers_overrun=False, every_from_end=False, queues=True),
+    )
+}
+DEFAULT_OVERLAP = "skip"
+
+
+class LockScope(NamedTuple):
+    """Who a lock keeps out, and what the unit needs for it (README "Overlap and lock scope")."""
+
+    name: str
+    # What stands in front of the command: "none" (systemd's own one-instance-per-unit rule),
+    # "flock" (flock(1) on a host lock file), "holder" (`jobgen lock` on a lock server).
+    wrapper: str
+    can_wait: bool  # a run can wait for the lock (systemd never queues a second start of a unit)
+    lock_file: bool  # a lock file on the host, created by tmpfiles.d; `lock.path` may name it
+    server: bool  # a lock server: lock.backend and an explicit lock.name are required
+    # SuccessExitStatus=75: a conflict is an outcome (skipped / wait-expired), not a failure.
+    conflict_is_success: bool
+    # KillMode= for the service: the holder forwards SIGTERM to the command itself, so
+    # systemd signals the holder only, and SIGKILLs everything at the end (systemd.kill(5)).
+    kill_mode: str | None
+
+
+SCOPES: dict[str, LockScope] = {
+    s.name: s
+    for s in (
+        LockScope("unit", wrapper="none", can_wait=False, lock_file=False, server=False, conflict_is_success=False, kill_mode=None),
+        LockScope("host", wrapper="flock", can_wait=True, lock_file=True, server=False, conflict_is_success=True, kill_mode=None),
+        LockScope("cluster", wrapper="holder", can_wait=True, lock_file=False, server=True, conflict_is_success=True, kill_mode="mixed"),
+    )
+}
+DEFAULT_SCOPE = "host"

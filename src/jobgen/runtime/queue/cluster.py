@@ -1,0 +1,326 @@
+"""The cluster-scope queue: the same promises as spool.py, kept in the job's lock server.
+
+A request enqueued on any host lands in one queue on the server the job's cluster lock
+already uses, and the drainer runs under that lock (`jobgen lock ... -- jobgen drain`), so
+the fleet drains it one request at a time, in order. The stores below only keep requests;
+exclusion is the lock's job. What a dead drainer left running goes back to the head of the
+queue when the next drainer takes the lock (``recover``): that is within the lock's TTL
+for Redis (the lease must expire) and at once for the SQL backends (the session lock dies
+with the connection). README "overlap: queue" states these bounds.
+
+  Redis       jobgen:queue:<name>:{seq,pending,running,failed} and one hash per request;
+              enqueue (count, number, append) is one Lua script, atomic on the server.
+  PostgreSQL  table jobgen_queue; enqueuers serialise on their queue's row in
+  MariaDB     jobgen_queue_head (SELECT ... FOR UPDATE) so max_pending holds across hosts;
+              take uses SELECT ... FOR UPDATE SKIP LOCKED (PostgreSQL 9.5, MariaDB 10.6).
+"""
+
+from __future__ import annotations
+
+import json
+import secrets
+import time
+from dataclasses import dataclass
+
+from jobgen.runtime.backends import Options, Target
+from jobgen.runtime.queue.spool import FAILED, PENDING, RUNNING, STATES, Enqueued, NoSuchRequest, QueueFull, Request
+
+
+@dataclass
+class Limits:
+    max_pending: int = 100
+    on_full: str = "reject"
+    max_attempts: int = 3
+
+
+def _new_id(seq: int) -> str:
+    return f"{seq:020d}-{secrets.token_hex(4)}"
+
+
+# --------------------------------------------------------------------------- Redis
+
+_ENQUEUE = """
+local pending = redis.call('llen', KEYS[1])
+if pending >= tonumber(ARGV[1]) then
+  if ARGV[2] == 'coalesce' then
+    local ids = redis.call('lrange', KEYS[1], 0, -1)
+    for i = #ids, 1, -1 do
+      if redis.call('hget', KEYS[4] .. ids[i], 'args') == ARGV[3] then return {'coalesced', ids[i], pending} end
+    end
+  end
+  return {'full', '', pending}
+end
+local seq = redis.call('incr', KEYS[2])
+local id = string.format('%020d', seq) .. '-' .. ARGV[4]
+redis.call('hset', KEYS[4] .. id, 'args', ARGV[3], 'enqueued_usec', ARGV[5], 'attempts', 0, 'by', ARGV[6])
+redis.call('rpush', KEYS[1], id)
+return {'enqueued', id, pending + 1}
+"""
+
+
+class RedisQueue:
+    def __init__(self, client, name: str, limits: Limits):
+        self.r, self.limits = client, limits
+        base = f"jobgen:queue:{name}"
+        self.keys = {s: f"{base}:{s}" for s in STATES} | {"seq": f"{base}:seq", "req": f"{base}:req:"}
+        self._enqueue = self.r.register_script(_ENQUEUE)
+
+    @property
+    def max_attempts(self) -> int:
+        return self.limits.max_attempts
+
+    def enqueue(self, args: tuple[str, ...] = (), by: str = "") -> Enqueued:
+        outcome, rid, pending = self._enqueue(
+            keys=[self.keys[PENDING], self.keys["seq"], "", self.keys["req"]],
+            args=[self.limits.max_pending, self.limits.on_full, json.dumps(list(args)), secrets.token_hex(4), time.time_ns() // 1000, by],
+        )
+        outcome, rid = _text(outcome), _text(rid)
+        if outcome == "full":
+            raise QueueFull(f"{pending} requests pending (max_pending {self.limits.max_pending})")
+        return Enqueued(self.find(rid), outcome, int(pending))
+
+    def _request(self, rid: str, state: str) -> Request:
+        h = {_text(k): _text(v) for k, v in self.r.hgetall(self.keys["req"] + rid).items()}
+        last = h.get("last_status")
+        return Request(rid, tuple(json.loads(h.get("args", "[]"))), int(h.get("enqueued_usec", 0)), int(h.get("attempts", 0)),
+                       int(last) if last not in (None, "") else None, state, h.get("by", ""))
+
+    def list(self, state: str) -> list[Request]:
+        return [self._request(_text(i), state) for i in self.r.lrange(self.keys[state], 0, -1)]
+
+    def find(self, rid: str) -> Request:
+        for state in STATES:
+            if self.r.lpos(self.keys[state], rid) is not None:
+                return self._request(rid, state)
+        raise NoSuchRequest(rid)
+
+    # The drainer holds the job's lock for the rest: no other writer moves these lists.
+    def recover(self) -> list[Request]:
+        out = []
+        for req in reversed(self.list(RUNNING)):  # back to the head, oldest first
+            dest = FAILED if req.attempts >= self.limits.max_attempts else PENDING
+            pipe = self.r.pipeline(transaction=True)
+            pipe.lrem(self.keys[RUNNING], 1, req.id)
+            if dest == PENDING:
+                pipe.lpush(self.keys[dest], req.id)
+            else:
+                pipe.rpush(self.keys[dest], req.id)
+            pipe.execute()
+            out.append(self._request(req.id, dest))
+        return list(reversed(out))
+
+    def take(self) -> Request | None:
+        rid = self.r.lindex(self.keys[PENDING], 0)
+        if rid is None:
+            return None
+        rid = _text(rid)
+        pipe = self.r.pipeline(transaction=True)
+        pipe.hincrby(self.keys["req"] + rid, "attempts", 1)  # counted before the run starts
+        pipe.lmove(self.keys[PENDING], self.keys[RUNNING], "LEFT", "RIGHT")
+        pipe.execute()
+        return self._request(rid, RUNNING)
+
+    def finish(self, req: Request, status: int) -> str:
+        pipe = self.r.pipeline(transaction=True)
+        pipe.lrem(self.keys[RUNNING], 1, req.id)
+        if status == 0:
+            pipe.delete(self.keys["req"] + req.id)
+            outcome = "done"
+        else:
+            pipe.hset(self.keys["req"] + req.id, "last_status", status)
+            if req.attempts >= self.limits.max_attempts:
+                pipe.rpush(self.keys[FAILED], req.id)
+                outcome = "failed"
+            else:
+                pipe.lpush(self.keys[PENDING], req.id)  # stays first in line
+                outcome = "retry"
+        pipe.execute()
+        return outcome
+
+    def retry(self, rid: str) -> Request:
+        if self.r.lrem(self.keys[FAILED], 1, rid) != 1:
+            raise NoSuchRequest(f"{rid} is not failed")
+        self.r.hset(self.keys["req"] + rid, "attempts", 0)
+        self.r.lpush(self.keys[PENDING], rid)
+        return self._request(rid, PENDING)
+
+    def drop(self, rid: str) -> Request:
+        for state in (PENDING, FAILED):
+            req = self._request(rid, state)
+            if self.r.lrem(self.keys[state], 1, rid) == 1:
+                self.r.delete(self.keys["req"] + rid)
+                return req
+        raise NoSuchRequest(f"{rid} is not pending or failed")
+
+
+def _text(v) -> str:
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+# --------------------------------------------------------------------------- SQL
+
+# (PostgreSQL, MariaDB) spellings of the same schema; everything else is portable SQL.
+_SCHEMA = {
+    "postgres": (
+        "CREATE TABLE IF NOT EXISTS jobgen_queue_head (queue VARCHAR(255) PRIMARY KEY)",
+        "CREATE TABLE IF NOT EXISTS jobgen_queue (id BIGSERIAL PRIMARY KEY, queue VARCHAR(255) NOT NULL, "
+        "rid VARCHAR(64) NOT NULL UNIQUE, args TEXT NOT NULL, enqueued_usec BIGINT NOT NULL, attempts INT NOT NULL DEFAULT 0, "
+        "last_status INT, state VARCHAR(8) NOT NULL, by_whom VARCHAR(64) NOT NULL DEFAULT '')",
+        "CREATE INDEX IF NOT EXISTS jobgen_queue_order ON jobgen_queue (queue, state, id)",
+    ),
+    "mysql": (
+        "CREATE TABLE IF NOT EXISTS jobgen_queue_head (queue VARCHAR(255) PRIMARY KEY) ENGINE=InnoDB",
+        "CREATE TABLE IF NOT EXISTS jobgen_queue (id BIGINT AUTO_INCREMENT PRIMARY KEY, queue VARCHAR(255) NOT NULL, "
+        "rid VARCHAR(64) NOT NULL UNIQUE, args TEXT NOT NULL, enqueued_usec BIGINT NOT NULL, attempts INT NOT NULL DEFAULT 0, "
+        "last_status INT, state VARCHAR(8) NOT NULL, by_whom VARCHAR(64) NOT NULL DEFAULT '', "
+        "INDEX jobgen_queue_order (queue, state, id)) ENGINE=InnoDB",
+    ),
+}
+_ENSURE_HEAD = {
+    "postgres": "INSERT INTO jobgen_queue_head (queue) VALUES (%s) ON CONFLICT DO NOTHING",
+    "mysql": "INSERT IGNORE INTO jobgen_queue_head (queue) VALUES (%s)",
+}
+_COLUMNS = "rid, args, enqueued_usec, attempts, last_status, state, by_whom"
+
+
+class SqlQueue:
+    """``conn`` is a DB-API connection (psycopg or PyMySQL) in autocommit=False use."""
+
+    def __init__(self, conn, dialect: str, name: str, limits: Limits):
+        self.conn, self.dialect, self.name, self.limits = conn, dialect, name, limits
+        with self.conn.cursor() as cur:
+            for stmt in _SCHEMA[dialect]:
+                cur.execute(stmt)
+            cur.execute(_ENSURE_HEAD[dialect], (name,))
+        self.conn.commit()
+
+    @property
+    def max_attempts(self) -> int:
+        return self.limits.max_attempts
+
+    def _rows(self, sql: str, args: tuple = ()) -> list[tuple]:
+        with self.conn.cursor() as cur:
+            cur.execute(sql, args)
+            return list(cur.fetchall())
+
+    @staticmethod
+    def _req(row) -> Request:
+        rid, args, enq, attempts, last, state, by = row
+        return Request(rid, tuple(json.loads(args)), int(enq), int(attempts), last, state, by)
+
+    def enqueue(self, args: tuple[str, ...] = (), by: str = "") -> Enqueued:
+        blob = json.dumps(list(args))
+        try:
+            # Enqueuers of one queue, on any host, take turns on its head row: the count and
+            # the insert below are one decision.
+            self._rows("SELECT queue FROM jobgen_queue_head WHERE queue = %s FOR UPDATE", (self.name,))
+            pending = self._rows(f"SELECT {_COLUMNS} FROM jobgen_queue WHERE queue = %s AND state = %s ORDER BY id", (self.name, PENDING))
+            if len(pending) >= self.limits.max_pending:
+                same = [r for r in pending if r[1] == blob]
+                if self.limits.on_full == "coalesce" and same:
+                    self.conn.commit()
+                    return Enqueued(self._req(same[-1]), "coalesced", len(pending))
+                raise QueueFull(f"{len(pending)} requests pending (max_pending {self.limits.max_pending})")
+            # The row's id is the arrival order; the request id shows it, plus random bits
+            # (ids stay unique even where a server reuses a drained table's numbers).
+            temp = "new-" + secrets.token_hex(16)
+            with self.conn.cursor() as cur:
+                cur.execute(
+                    "INSERT INTO jobgen_queue (queue, rid, args, enqueued_usec, attempts, state, by_whom) VALUES (%s, %s, %s, %s, 0, %s, %s)",
+                    (self.name, temp, blob, time.time_ns() // 1000, PENDING, by),
+                )
+                cur.execute("SELECT id FROM jobgen_queue WHERE rid = %s", (temp,))
+                rid = _new_id(int(cur.fetchone()[0]))
+                cur.execute("UPDATE jobgen_queue SET rid = %s WHERE rid = %s", (rid, temp))
+            self.conn.commit()
+            return Enqueued(self.find(rid), "enqueued", len(pending) + 1)
+        except BaseException:
+            self.conn.rollback()
+            raise
+
+    def list(self, state: str) -> list[Request]:
+        rows = self._rows(f"SELECT {_COLUMNS} FROM jobgen_queue WHERE queue = %s AND state = %s ORDER BY id", (self.name, state))
+        self.conn.commit()
+        return [self._req(r) for r in rows]
+
+    def find(self, rid: str) -> Request:
+        rows = self._rows(f"SELECT {_COLUMNS} FROM jobgen_queue WHERE queue = %s AND rid = %s", (self.name, rid))
+        self.conn.commit()
+        if not rows:
+            raise NoSuchRequest(rid)
+        return self._req(rows[0])
+
+    def _set(self, rid: str, state: str, **cols) -> None:
+        sets = ", ".join(f"{k} = %s" for k in ("state", *cols))
+        with self.conn.cursor() as cur:
+            cur.execute(f"UPDATE jobgen_queue SET {sets} WHERE queue = %s AND rid = %s", (state, *cols.values(), self.name, rid))
+        self.conn.commit()
+
+    def recover(self) -> list[Request]:
+        out = []
+        for req in self.list(RUNNING):
+            dest = FAILED if req.attempts >= self.limits.max_attempts else PENDING
+            self._set(req.id, dest)
+            out.append(self.find(req.id))
+        return out
+
+    def take(self) -> Request | None:
+        try:
+            rows = self._rows(
+                f"SELECT {_COLUMNS} FROM jobgen_queue WHERE queue = %s AND state = %s ORDER BY id LIMIT 1 FOR UPDATE SKIP LOCKED",
+                (self.name, PENDING),
+            )
+            if not rows:
+                self.conn.commit()
+                return None
+            req = self._req(rows[0])
+            with self.conn.cursor() as cur:  # the attempt is counted before the run starts
+                cur.execute("UPDATE jobgen_queue SET state = %s, attempts = attempts + 1 WHERE rid = %s", (RUNNING, req.id))
+            self.conn.commit()
+        except BaseException:
+            self.conn.rollback()
+            raise
+        return self.find(req.id)
+
+    def finish(self, req: Request, status: int) -> str:
+        if status == 0:
+            with self.conn.cursor() as cur:
+                cur.execute("DELETE FROM jobgen_queue WHERE queue = %s AND rid = %s", (self.name, req.id))
+            self.conn.commit()
+            return "done"
+        dest = FAILED if req.attempts >= self.limits.max_attempts else PENDING
+        self._set(req.id, dest, last_status=status)  # a retried request keeps its id: still first
+        return "failed" if dest == FAILED else "retry"
+
+    def retry(self, rid: str) -> Request:
+        if self.find(rid).state != FAILED:
+            raise NoSuchRequest(f"{rid} is not failed")
+        self._set(rid, PENDING, attempts=0)
+        return self.find(rid)
+
+    def drop(self, rid: str) -> Request:
+        req = self.find(rid)
+        if req.state == RUNNING:
+            raise NoSuchRequest(f"{rid} is running; stop the drainer first")
+        with self.conn.cursor() as cur:
+            cur.execute("DELETE FROM jobgen_queue WHERE queue = %s AND rid = %s", (self.name, rid))
+        self.conn.commit()
+        return req
+
+
+# --------------------------------------------------------------------------- opening
+
+
+def open_queue(target: Target, name: str, limits: Limits, opts: Options):
+    """A queue on the lock server named by ``target`` (a parsed backend URL)."""
+    from jobgen.runtime import backends
+
+    module = backends.load(target.scheme)
+    if target.scheme.startswith("redis"):
+        return RedisQueue(module._client(target, opts), name, limits)
+    conn = module._connect(target, opts)
+    if target.scheme.startswith("postgres"):
+        conn.autocommit = False  # psycopg: a property
+        return SqlQueue(conn, "postgres", name, limits)
+    conn.autocommit(False)  # PyMySQL: a method
+    return SqlQueue(conn, "mysql", name, limits)

@@ -1,0 +1,204 @@
+"""`jobgen enqueue`, `jobgen drain` and `jobgen queue` as the units call them.
+
+    jobgen enqueue STORE --job JOB [--max-pending N] [--on-full reject|coalesce] [--by WHO] [-- ARG...]
+    jobgen drain   STORE --job JOB [--max-attempts N] [--limit N] -- COMMAND [ARG...]
+    jobgen queue   STORE --job JOB [--max-attempts N] [--retry ID | --drop ID] [--format text|json]
+
+    STORE is  --spool DIR                      (host scope: the job's spool folder)
+          or  --backend URL --name NAME [--password-file PATH] [--connect-timeout S]
+                                               (cluster scope: the job's lock server)
+
+Like `jobgen lock`, these run on every trigger of a queued job, so they start without typer
+or the compiler (cli/__init__.py dispatches them first) and take everything they need as
+arguments: the units carry it, no manifest is read at run time. `jobgen enqueue MANIFEST
+JOB` and `jobgen queue MANIFEST JOB` (the forms operators type) are turned into these by
+jobgen.cli.queue, from the same plan the units were rendered from.
+
+Exit codes (README "overlap: queue"): 0 enqueued / coalesced / drained; 1 a drain left a
+request to retry or failed; 73 the queue is full (on_full: reject), the request was NOT
+recorded; 64 usage; 69/77/78 as `jobgen lock` for the lock server.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import time
+from dataclasses import dataclass, field
+
+from jobgen.runtime import journal
+from jobgen.runtime.queue.spool import ON_FULL, STATES, NoSuchRequest, QueueFull, Spool
+
+EXIT_OK, EXIT_LEFT_WORK, EXIT_USAGE, EXIT_FULL = 0, 1, 64, 73
+EXIT_NO_SUCH = 65  # EX_DATAERR: --retry/--drop named no such request
+
+
+class UsageError(Exception):
+    pass
+
+
+@dataclass
+class Result:
+    """What the command has to say; jobgen.cli writes it and exits with ``code``."""
+
+    code: int = EXIT_OK
+    out: list[str] = field(default_factory=list)
+    err: list[str] = field(default_factory=list)
+
+
+class _Parser(argparse.ArgumentParser):
+    def error(self, message: str):  # type: ignore[override]
+        raise UsageError(message)
+
+
+def _positive(text: str) -> int:
+    if not text.isascii() or not text.isdigit() or int(text) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number >= 1")
+    return int(text)
+
+
+def _parser(verb: str) -> _Parser:
+    p = _Parser(prog=f"jobgen {verb}", exit_on_error=False)
+    store = p.add_mutually_exclusive_group(required=True)
+    store.add_argument("--spool", metavar="DIR", help="host scope: the job's spool folder")
+    store.add_argument("--backend", metavar="URL", help="cluster scope: the job's lock server (${VAR} expanded)")
+    p.add_argument("--name", help="cluster scope: the queue's name (the job's lock name)")
+    p.add_argument("--password-file", metavar="PATH")
+    p.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS")
+    p.add_argument("--job", required=True, help="job name, for journal lines")
+    p.add_argument("--max-pending", type=_positive, default=100, metavar="N")
+    p.add_argument("--on-full", choices=ON_FULL, default="reject")
+    p.add_argument("--max-attempts", type=_positive, default=3, metavar="N")
+    if verb == "enqueue":
+        p.add_argument("--by", default="jobgen enqueue", help="what asked for the run (journal field)")
+    if verb == "drain":
+        p.add_argument("--limit", type=_positive, default=None, metavar="N", help="stop after N requests")
+    if verb == "queue":
+        action = p.add_mutually_exclusive_group()
+        action.add_argument("--retry", metavar="ID", help="move a failed request back to pending")
+        action.add_argument("--drop", metavar="ID", help="remove a pending or failed request")
+        p.add_argument("--format", choices=("text", "json"), default="text")
+    return p
+
+
+def _split(argv: list[str]) -> tuple[list[str], list[str]]:
+    cut = argv.index("--") if "--" in argv else len(argv)
+    return argv[:cut], argv[cut + 1:]
+
+
+def open_store(args: argparse.Namespace):
+    if args.spool:
+        return Spool(__import__("pathlib").Path(args.spool), args.max_pending, args.on_full, args.max_attempts)
+    if not args.name:
+        raise UsageError("--backend needs --name")
+    from jobgen.runtime import backends
+    from jobgen.runtime.queue.cluster import Limits, open_queue
+
+    env = dict(os.environ)
+    target = backends.parse_url(args.backend, env)
+    if args.password_file:
+        with open(backends.expand(args.password_file, env), encoding="utf-8") as fh:
+            target = backends.with_password(target, fh.read().rstrip("\n"))
+    opts = backends.Options(wait=0.0, ttl=60.0, connect_timeout=args.connect_timeout)
+    return open_queue(target, args.name, Limits(args.max_pending, args.on_full, args.max_attempts), opts)
+
+
+def _log(job: str, outcome: str, message: str, request_id: str = "", priority: int = 6, fallback: bool = False) -> None:
+    fields = {
+        "MESSAGE": f"{job}: {outcome}: {message}",
+        "PRIORITY": str(priority),
+        "SYSLOG_IDENTIFIER": "jobgen",
+        "JOBGEN_JOB": job,
+        "JOBGEN_OUTCOME": outcome,
+        "JOBGEN_POLICY": "queue",
+    }
+    if request_id:
+        fields["JOBGEN_REQUEST_ID"] = request_id
+    if inv := os.environ.get("INVOCATION_ID"):
+        fields["JOBGEN_INVOCATION_ID"] = inv
+    journal.send(fields, fallback=fallback)
+
+
+def enqueue(args: argparse.Namespace, extra: list[str]) -> Result:
+    store = open_store(args)
+    try:
+        got = store.enqueue(tuple(extra), by=args.by)
+    except QueueFull as exc:
+        _log(args.job, "rejected", f"queue full, request not recorded: {exc}", priority=4)
+        return Result(EXIT_FULL, err=[f"jobgen enqueue: {args.job}: rejected: queue full, request not recorded ({exc})"])
+    req = got.request
+    _log(args.job, got.outcome, f"request {req.id} by {args.by} ({got.pending} pending)", req.id)
+    return Result(out=[req.id], err=[f"jobgen enqueue: {args.job}: {got.outcome}: {req.id} ({got.pending} pending)"])
+
+
+def drain_cmd(args: argparse.Namespace, command: list[str]) -> Result:
+    from jobgen.runtime.queue.drain import drain
+
+    if not command:
+        raise UsageError("no command after `--`")
+    store = open_store(args)
+    levels = {"retry": 4, "failed": 3, "recovered": 4}
+
+    def log(outcome: str, req, message: str) -> None:
+        _log(args.job, outcome, message, req.id if req else "", levels.get(outcome, 6), fallback=True)
+
+    return Result(drain(store, tuple(command), dict(os.environ), log, args.limit).exit_code)
+
+
+def queue_cmd(args: argparse.Namespace) -> Result:
+    store = open_store(args)
+    try:
+        if args.retry:
+            req = store.retry(args.retry)
+            _log(args.job, "retried", f"request {req.id} moved from failed back to pending by an operator", req.id)
+            return Result(out=[f"{req.id}: back to pending"])
+        if args.drop:
+            req = store.drop(args.drop)
+            _log(args.job, "dropped", f"request {req.id} ({req.state}) dropped by an operator", req.id, 4)
+            return Result(out=[f"{req.id}: dropped ({req.state})"])
+    except NoSuchRequest as exc:
+        return Result(EXIT_NO_SUCH, err=[f"jobgen queue: no such request: {exc}"])
+    now = time.time_ns() // 1000
+    rows = [(state, r) for state in STATES for r in store.list(state)]
+    if args.format == "json":
+        doc = {
+            "format": 1,
+            "job": args.job,
+            "requests": [
+                {"id": r.id, "state": s, "age_seconds": max(0, (now - r.enqueued_usec) // 1_000_000), "attempts": r.attempts,
+                 "last_status": r.last_status, "args": list(r.args), "by": r.by}
+                for s, r in rows
+            ],
+        }
+        return Result(out=[json.dumps(doc, indent=2, sort_keys=True)])
+    out = [f"# {args.job}: {sum(1 for s, _ in rows if s == 'pending')} pending, "
+          f"{sum(1 for s, _ in rows if s == 'running')} running, {sum(1 for s, _ in rows if s == 'failed')} failed"]
+    for state, r in rows:
+        age = max(0, (now - r.enqueued_usec) // 1_000_000)
+        status = "" if r.last_status is None else f" last exit {r.last_status}"
+        out.append(f"{state:8} {r.id}  age {age}s  attempts {r.attempts}{status}  {' '.join(r.args)}".rstrip())
+    return Result(out=out)
+
+
+def main(verb: str, argv: list[str]) -> Result:
+    from jobgen.runtime.backends import LockError
+
+    options, rest = _split(argv)
+    try:
+        args = _parser(verb).parse_args(options)
+        if verb == "enqueue":
+            return enqueue(args, rest)
+        if verb == "drain":
+            return drain_cmd(args, rest)
+        return queue_cmd(args)
+    except (UsageError, argparse.ArgumentError) as exc:
+        return Result(EXIT_USAGE, err=[f"jobgen {verb}: usage error: {exc}"])
+    except LockError as exc:
+        from jobgen.runtime.lock import ERROR_OUTCOME, EXIT
+
+        outcome = next((o for cls, o in ERROR_OUTCOME if isinstance(exc, cls)), "internal-error")
+        return Result(EXIT[outcome][0], err=[f"jobgen {verb}: {outcome}: {exc}"])
+    except OSError as exc:
+        # The spool folder is missing or not ours (systemd-tmpfiles makes it): not a traceback.
+        return Result(71, err=[f"jobgen {verb}: cannot use the queue: {exc.strerror}: {exc.filename}"])

@@ -1,0 +1,82 @@
+"""The drainer: run a spool's requests one at a time, in order, each to its end.
+
+The caller already holds the job's lock (the drainer unit's ExecStart= is wrapped by the
+same flock / `jobgen lock` as any run of the job), so one drainer works on a queue at a
+time however it was started. For each request: count the attempt (spool.take), run the
+job's argv plus the request's arguments with JOBGEN_REQUEST_ID in the environment, and
+only then remove it (success) or put it back (failure). A failed request stays first in
+line and ends this drain: the next trigger retries it, so a failing request does not burn
+its attempts in a tight loop and later requests never overtake it.
+
+Every step is one journal line with JOBGEN_OUTCOME (started, done, retry, failed) and
+JOBGEN_REQUEST_ID, so `journalctl JOBGEN_JOB=x` tells requests apart.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+from dataclasses import dataclass
+from typing import Callable, Mapping
+
+from jobgen.runtime.queue.spool import Request, Spool
+
+Log = Callable[[str, Request | None, str], None]  # (outcome, request, message)
+
+# Signals a stopping drainer passes to the command's process group (systemd stop, Ctrl-C).
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
+
+
+@dataclass(frozen=True)
+class Summary:
+    done: int = 0
+    retry: int = 0
+    failed: int = 0
+    recovered: int = 0
+    stopped: bool = False  # a stop signal ended the drain
+
+    @property
+    def exit_code(self) -> int:
+        # A drain that left work behind failed, so OnFailure= and `systemctl status` see it.
+        return 1 if (self.retry or self.failed or self.stopped) else 0
+
+
+def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log, limit: int | None = None) -> Summary:
+    recovered = spool.recover()
+    for req in recovered:
+        log("recovered", req, f"request {req.id} was left running by a stopped drainer: back to {req.state}")
+    counts = {"done": 0, "retry": 0, "failed": 0}
+    stopping: list[int] = []
+    child: list[subprocess.Popen] = []
+
+    def forward(signum, _frame) -> None:
+        stopping.append(signum)
+        if child:
+            try:
+                os.killpg(child[0].pid, signum)
+            except ProcessLookupError:
+                pass
+
+    old = {s: signal.signal(s, forward) for s in FORWARDED}
+    try:
+        n = 0
+        while not stopping and (limit is None or n < limit) and (req := spool.take()) is not None:
+            n += 1
+            log("started", req, f"request {req.id}: attempt {req.attempts} of {spool.max_attempts}")
+            child_env = dict(env) | {"JOBGEN_REQUEST_ID": req.id, "JOBGEN_REQUEST_ATTEMPT": str(req.attempts)}
+            # Its own process group: a stop reaches the command and everything it started.
+            proc = subprocess.Popen([*argv, *req.args], env=child_env, start_new_session=True)
+            child[:] = [proc]
+            status = proc.wait()
+            child.clear()
+            status = 128 - status if status < 0 else status
+            outcome = spool.finish(req, status)
+            counts[outcome] += 1
+            log(outcome, req, f"request {req.id}: exit status {status}: {outcome}")
+            if outcome != "done":
+                break
+    finally:
+        for s, handler in old.items():
+            signal.signal(s, handler)
+    return Summary(counts["done"], counts["retry"], counts["failed"], len(recovered), bool(stopping))

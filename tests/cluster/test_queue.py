@@ -1,0 +1,145 @@
+"""The cluster-scope queue (runtime/queue/cluster.py) on real redis-server, MariaDB and
+PostgreSQL started on loopback: the spool's promises, kept on a server the whole fleet sees.
+
+The fleet test stands three drainer processes in for three hosts: each loops
+`jobgen lock --wait ... -- python DRAIN` (the real holder through the real entry point), while
+several enqueuers add 200 requests. Every request must run exactly once, never two at once,
+in the order they were enqueued.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from jobgen.runtime.backends import Options, parse_url
+from jobgen.runtime.queue.cluster import Limits, open_queue
+from jobgen.runtime.queue.spool import FAILED, PENDING, RUNNING, QueueFull
+from lockservers import holder_argv, holder_env
+
+pytestmark = pytest.mark.cluster
+OPTS = Options(wait=0, ttl=5, connect_timeout=10)
+
+
+def queue_url(server) -> str:
+    """The lock URL, naming a database for the SQL servers (a queue needs tables; a lock
+    does not, so the lock tests' MariaDB URL names none)."""
+    if server.kind != "mariadb":
+        return server.url()
+    import pymysql
+
+    conn = pymysql.connect(unix_socket=str(server.socket), user="root", password="")
+    with conn.cursor() as cur:
+        cur.execute("CREATE DATABASE IF NOT EXISTS jobgen_queue")
+        cur.execute("GRANT ALL ON jobgen_queue.* TO 'jobgen'@'%'")
+    conn.close()
+    return server.url() + "/jobgen_queue"
+
+
+def queue(server, name, **limits):
+    return open_queue(parse_url(queue_url(server), holder_env()), name, Limits(**limits), OPTS)
+
+
+def test_order_attempts_failed_set_and_recovery(server, lock_name):
+    q = queue(server, lock_name, max_attempts=2)
+    a = q.enqueue(("a",), by="test").request
+    b = q.enqueue(("b",)).request
+    assert [r.id for r in q.list(PENDING)] == [a.id, b.id] and a.id < b.id
+    first = q.take()
+    assert (first.id, first.attempts, first.state) == (a.id, 1, RUNNING)
+    assert q.finish(first, 3) == "retry"
+    assert [r.id for r in q.list(PENDING)] == [a.id, b.id]  # a failed request stays first
+    q.take()  # a drainer dies here: a is running with its second attempt counted
+    again = queue(server, lock_name, max_attempts=2)  # the next drainer, maybe on another host
+    assert [(r.id, r.state) for r in again.recover()] == [(a.id, FAILED)]
+    assert [r.id for r in again.list(FAILED)] == [a.id]
+    nxt = again.take()
+    assert nxt.id == b.id and again.finish(nxt, 0) == "done"
+    assert again.retry(a.id).state == PENDING
+    assert again.drop(a.id).id == a.id
+    assert [again.list(s) for s in (PENDING, RUNNING, FAILED)] == [[], [], []]
+
+
+def test_full_queue_rejects_or_coalesces(server, lock_name):
+    q = queue(server, lock_name, max_pending=1, on_full="reject")
+    q.enqueue()
+    with pytest.raises(QueueFull, match=r"^1 requests pending \(max_pending 1\)$"):
+        q.enqueue()
+    c = queue(server, lock_name + "-c", max_pending=1, on_full="coalesce")
+    first = c.enqueue().request
+    same = c.enqueue()
+    assert (same.outcome, same.request.id) == ("coalesced", first.id)
+    assert len(c.list(PENDING)) == 1
+
+
+DRAIN = """
+import os, sys, time
+from jobgen.runtime.backends import Options, parse_url
+from jobgen.runtime.queue.cluster import Limits, open_queue
+from jobgen.runtime.queue.drain import drain
+url, name, log = sys.argv[1:4]
+q = open_queue(parse_url(url, os.environ), name, Limits(max_pending=10000), Options(0, 5, 10))
+cmd = ("/bin/sh", "-c", 'echo "start $JOBGEN_REQUEST_ID $HOST" >> "$LOG"; echo "end $JOBGEN_REQUEST_ID $HOST" >> "$LOG"')
+summary = drain(q, cmd, {"LOG": log, "HOST": os.environ["HOST"], "PATH": "/usr/bin:/bin"}, lambda *a: None, limit=int(sys.argv[4]))
+# 3: the queue was empty when this drainer looked (tells the loop below to stop).
+sys.exit(3 if summary.done == 0 else summary.exit_code)
+"""
+
+HOST = """
+import os, subprocess, sys
+done, turn = sys.argv[1], sys.argv[2:]
+while True:
+    rc = subprocess.run(turn).returncode
+    if rc == 3 and os.path.exists(done):
+        break
+    if rc not in (0, 3, 75):
+        sys.exit(rc)
+"""
+
+ENQUEUE = """
+import os, sys
+from jobgen.runtime.backends import Options, parse_url
+from jobgen.runtime.queue.cluster import Limits, open_queue
+url, name, who, n = sys.argv[1:5]
+q = open_queue(parse_url(url, os.environ), name, Limits(max_pending=10000), Options(0, 5, 10))
+for i in range(int(n)):
+    q.enqueue((who, str(i)))
+"""
+
+
+def test_three_drainers_run_200_requests_once_each_one_at_a_time_in_order(server, lock_name, tmp_path):
+    url, log = queue_url(server), tmp_path / "log"
+    enqueuers = [subprocess.Popen([sys.executable, "-c", ENQUEUE, url, lock_name, str(w), "50"], env=holder_env()) for w in range(4)]
+    hosts = []
+    for host in ("h1", "h2", "h3"):
+        # Each host drains in short turns under the cluster lock until the queue is empty
+        # and every enqueuer is done, as a timer and a .path unit would keep starting it.
+        turn = [*holder_argv("--backend", url, "--name", lock_name, "--wait", "120", "--"),
+                sys.executable, "-c", DRAIN, url, lock_name, str(log), "10"]
+        hosts.append(subprocess.Popen([sys.executable, "-c", HOST, str(tmp_path / "enqueued"), *turn], env=holder_env(HOST=host)))
+    try:
+        for e in enqueuers:
+            assert e.wait(timeout=600) == 0
+        (tmp_path / "enqueued").touch()
+        for h in hosts:
+            assert h.wait(timeout=900) == 0
+    finally:
+        for p in enqueuers + hosts:
+            if p.poll() is None:
+                p.kill()
+                p.wait()
+    lines = log.read_text().splitlines()
+    starts = [line.split()[1] for line in lines if line.startswith("start")]
+    assert len(starts) == 200 and len(set(starts)) == 200  # each request ran exactly once
+    for i in range(0, len(lines), 2):  # never two at once: every start is followed by its own end
+        assert lines[i].startswith("start") and lines[i + 1] == "end" + lines[i][len("start"):]
+    assert starts == sorted(starts)  # in the order the server numbered them
+    assert len({line.split()[2] for line in lines}) >= 2  # more than one host took turns
+    q = queue(server, lock_name)
+    assert [q.list(s) for s in (PENDING, RUNNING, FAILED)] == [[], [], []]

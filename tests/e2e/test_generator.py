@@ -1,0 +1,196 @@
+"""jobgen-generator on real systemd 252 and 257: manifests in /etc/jobgen/ become running
+timers at daemon-reload and at boot, and a broken manifest beside them is reported in the
+journal with its position, not fatal.
+
+jobgen is installed in the container from this worktree's wheel (/opt/jobgen, with
+/usr/bin/jobgen-generator), and the generator is enabled the way the README says:
+a link in /etc/systemd/system-generators/.
+"""
+
+from __future__ import annotations
+
+import io
+import tarfile
+import time
+
+import pytest
+from container import Container, HarnessError, format_journal
+
+from jobgen.compiler.names import LOCK_DIR
+
+pytestmark = pytest.mark.e2e
+
+GENERATOR_LINK = "/etc/systemd/system-generators/jobgen-generator"
+IDENT = "jobgen-generator"
+
+# No target: the generator targets the systemd it runs under. The job checks from inside
+# that it runs under its own lock: a second flock on the same file must fail.
+GOOD = """\
+jobgen: 1
+jobs:
+  gen-tick:
+    description: a job generated from /etc/jobgen
+    command: [/bin/sh, -c, 'if /usr/bin/flock --nonblock "$0" true; then echo lock-free; exit 1; fi; echo lock-held', "{lock}"]
+    schedule: {{every: 5s}}
+    accuracy: 1s
+  gen-burst:
+    command: [/bin/true]
+    schedule: {{every: 1s}}
+    accuracy: 1s
+"""
+
+# Line 6, column 14: the value of 'overlap'.
+BROKEN = """\
+jobgen: 1
+jobs:
+  gen-broken:
+    command: [/bin/true]
+    schedule: "*:0/5"
+    overlap: sometimes
+"""
+BROKEN_ERROR = (
+    "/etc/jobgen/broken.yaml:6:14: error: job 'gen-broken': 'overlap': must be one of skip, wait, allow, queue; got 'sometimes'"
+)
+
+
+@pytest.fixture
+def generated(systemd_jobgen, scenario):
+    """The generator enabled, a good and a broken manifest in /etc/jobgen, daemon-reload.
+    Afterwards the manifests and the link are removed and systemd reloaded again, so the
+    other scenarios of the session see no generated units."""
+    c = systemd_jobgen
+    # The README's installation command, as an administrator types it.
+    c.run("/bin/sh", "-c", f'mkdir -p {GENERATOR_LINK.rsplit("/", 1)[0]} && ln -s "$(command -v jobgen-generator)" {GENERATOR_LINK}')
+    c.write_file("/etc/jobgen/good.yaml", GOOD.format(lock=f"{LOCK_DIR}/gen-tick.lock"))
+    c.write_file("/etc/jobgen/broken.yaml", BROKEN)
+    scenario.units += ["gen-tick.timer", "gen-tick.service", "gen-burst.timer", "gen-burst.service"]
+    c.systemctl("daemon-reload")
+    yield c
+    c.systemctl("stop", "gen-tick.timer", "gen-tick.service", "gen-burst.timer", "gen-burst.service", check=False)
+    c.run("rm", "-rf", "/etc/jobgen", GENERATOR_LINK)
+    c.systemctl("daemon-reload")
+
+
+def _show(c, unit: str, *props: str) -> dict[str, str]:
+    out = c.systemctl("show", unit, *(f"--property={p}" for p in props)).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def test_a_manifest_in_etc_jobgen_becomes_an_enabled_timer_that_runs_under_its_lock(generated, scenario):
+    c = generated
+    timer = _show(c, "gen-tick.timer", "LoadState", "FragmentPath", "SourcePath", "WantedBy", "UnitFileState")
+    assert timer["LoadState"] == "loaded", timer
+    assert timer["FragmentPath"] == "/run/systemd/generator/gen-tick.timer"
+    assert timer["SourcePath"] == "/etc/jobgen/good.yaml"
+    # Enabled the way [Install] would: timers.target wants it, so every boot starts it.
+    assert "timers.target" in timer["WantedBy"].split(), timer
+    assert timer["UnitFileState"] == "generated"
+    assert c.run("readlink", "/run/systemd/generator/timers.target.wants/gen-tick.timer").stdout.strip() == "../gen-tick.timer"
+    # The manifest names no target: the units target the systemd that runs them.
+    header = c.read_file("/run/systemd/generator/gen-tick.timer").decode()
+    assert f"Target: systemd {c.release}." in header.splitlines()[1]
+
+    # After a reload systemd starts nothing new by itself (systemd.generator(7)): start the
+    # timer, as the README says (a boot does it through timers.target.wants).
+    c.systemctl("start", "gen-tick.timer")
+    outcomes = scenario.wait_outcomes("gen-tick", count=1, timeout=90)
+    assert outcomes[0] == "success", scenario.journal_text("gen-tick.service")
+    runs = scenario.runs("gen-tick.service")
+    assert any("lock-held" in m for r in runs for m in r.messages()), scenario.journal_text("gen-tick.service")
+    # The lock file was made by the generated jobgen-locks.service before the run.
+    assert c.run("test", "-f", f"{LOCK_DIR}/gen-tick.lock", check=False).returncode == 0
+    locks = _show(c, "jobgen-locks.service", "LoadState", "Result", "FragmentPath")
+    assert locks == {"LoadState": "loaded", "Result": "success", "FragmentPath": "/run/systemd/generator/jobgen-locks.service"}
+
+    # By hand, from the manifest in /etc/jobgen: the same lock file (timer stopped first, so
+    # no timer run can hold the lock meanwhile).
+    c.systemctl("stop", "gen-tick.timer")
+    scenario.wait_for(lambda: c.systemctl("is-active", "gen-tick.service", check=False).stdout.strip(),
+                      lambda state: state not in ("active", "activating"), 60, "gen-tick.service to finish")
+    manual = c.run("jobgen", "run", "/etc/jobgen/good.yaml", "gen-tick", check=False)
+    assert (manual.returncode, manual.stdout) == (0, "lock-held\n"), manual.stderr
+
+
+def test_a_broken_manifest_is_reported_in_the_journal_with_its_position_and_skipped(generated, scenario):
+    c = generated
+    lines = scenario.wait_for(
+        lambda: c.journal(f"SYSLOG_IDENTIFIER={IDENT}"),
+        lambda entries: any(e.get("MESSAGE") == BROKEN_ERROR for e in entries),
+        60,
+        "the generator's error line for broken.yaml",
+    )
+    errors = [e for e in lines if e.get("MESSAGE") == BROKEN_ERROR]
+    assert {e.get("PRIORITY") for e in errors} == {"3"}
+    # Once per generator run, not twice (stderr and the journal are not both collected).
+    per_run: dict[str, int] = {}
+    for e in errors:
+        per_run[e.get("_PID", "?")] = per_run.get(e.get("_PID", "?"), 0) + 1
+    assert set(per_run.values()) == {1}, per_run
+    assert any("/etc/jobgen/broken.yaml skipped" in e.get("MESSAGE", "") for e in lines)
+    # Its units do not exist; the good manifest's do.
+    assert _show(c, "gen-broken.timer", "LoadState")["LoadState"] == "not-found"
+    assert _show(c, "gen-tick.timer", "LoadState")["LoadState"] == "loaded"
+    # The generator did not fail (systemd logs "... failed with exit status N" otherwise).
+    failed = [e for e in c.journal("--grep=jobgen-generator failed")]
+    assert failed == [], failed
+
+
+def test_the_lock_service_runs_before_every_job_start_without_hitting_the_start_limit(generated, scenario):
+    # jobgen-locks.service runs again for each job start (so a job added by a reload gets
+    # its lock file). systemd refuses a unit started more than 5 times in 10 s by default
+    # (DefaultStartLimitBurst=); a job every second must not make it fail.
+    c = generated
+    c.systemctl("start", "gen-burst.timer")
+    scenario.wait_outcomes("gen-burst", count=8, timeout=120)
+    c.systemctl("stop", "gen-burst.timer")
+    lines = [e.get("MESSAGE", "") for e in c.unit_journal("jobgen-locks.service")]
+    assert not [m for m in lines if "start-limit" in m or "too quickly" in m], lines
+    assert _show(c, "jobgen-locks.service", "Result")["Result"] == "success"
+    assert set(e["JOBGEN_OUTCOME"] for e in scenario.outcomes("gen-burst")) == {"success"}
+
+
+def test_at_boot_the_generated_timer_starts_by_itself_and_runs(systemd_jobgen, tmp_path):
+    """A fresh boot with jobgen, the generator link and the manifests already in place (bound
+    read-only into a second container of the same release): the generator runs in the
+    early-boot environment, timers.target.wants starts the timer with no `systemctl start`,
+    and the job runs under its lock; the broken manifest costs nothing but its own units,
+    and its error reaches the journal although neither /dev/kmsg nor journald was there."""
+    # jobgen as installed in the session's container of this release, copied out once.
+    venv = tmp_path / "opt-jobgen"
+    venv.mkdir()
+    data = systemd_jobgen.run("tar", "-C", "/opt/jobgen", "-c", ".", binary=True).stdout
+    tarfile.open(fileobj=io.BytesIO(data)).extractall(venv)
+    etc = tmp_path / "etc-jobgen"
+    etc.mkdir()
+    (etc / "good.yaml").write_text(GOOD.format(lock=f"{LOCK_DIR}/gen-tick.lock"))
+    (etc / "broken.yaml").write_text(BROKEN)
+    gens = tmp_path / "generators"
+    gens.mkdir()
+    (gens / "jobgen-generator").symlink_to("/opt/jobgen/bin/jobgen-generator")
+    binds = [f"--bind-ro={venv}:/opt/jobgen", f"--bind-ro={etc}:/etc/jobgen", f"--bind-ro={gens}:{GENERATOR_LINK.rsplit('/', 1)[0]}"]
+    c = Container(systemd_jobgen.release, extra_nspawn_args=tuple(binds))
+    try:
+        c.boot()
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        timer = _show(c, "gen-tick.timer", "ActiveState", "FragmentPath")
+        assert timer["ActiveState"] == "active", timer  # nobody started it: the boot did
+        assert timer["FragmentPath"] == "/run/systemd/generator/gen-tick.timer"
+        assert _show(c, "gen-broken.timer", "LoadState")["LoadState"] == "not-found"
+        deadline = time.monotonic() + 90
+        while not (outcomes := c.journal("SYSLOG_IDENTIFIER=jobgen", "JOBGEN_JOB=gen-tick")):
+            assert time.monotonic() < deadline, format_journal(c.journal("-b"))
+            time.sleep(0.2)
+        assert outcomes[0]["JOBGEN_OUTCOME"] == "success", format_journal(c.unit_journal("gen-tick.service"))
+        assert any(e.get("MESSAGE") == "lock-held" for e in c.unit_journal("gen-tick.service"))
+        assert f"Target: systemd {c.release}." in c.read_file("/run/systemd/generator/gen-tick.timer").decode()
+        # No /dev/kmsg in a container and no journald yet when generators first run: the
+        # problems reach the journal through the generated report unit, with their priority.
+        reported = c.journal(f"SYSLOG_IDENTIFIER={IDENT}")
+        assert [(e.get("MESSAGE"), e.get("PRIORITY")) for e in reported][:2] == [
+            (BROKEN_ERROR, "3"),
+            (f"{IDENT}: /etc/jobgen/broken.yaml skipped: none of its units were generated; fix it, then `systemctl daemon-reload`", "3"),
+        ], format_journal(c.journal("-b"))
+    finally:
+        c.halt()

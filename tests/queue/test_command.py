@@ -1,0 +1,61 @@
+"""`jobgen enqueue / drain / queue` in the units' form, through the real entry point."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+JOBGEN = [sys.executable, "-m", "jobgen"]
+
+
+def jobgen(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*JOBGEN, *args], capture_output=True, text=True, timeout=120, env=env)
+
+
+def test_enqueue_drain_and_list_a_spool(tmp_path):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    store = ["--spool", str(spool), "--job", "export"]
+    first = jobgen("enqueue", *store, "--max-pending", "2", "--", "2026-12")
+    assert first.returncode == 0, first.stderr
+    rid = first.stdout.strip()
+    assert rid.startswith("00000000000000000001-")
+    assert first.stderr == f"jobgen enqueue: export: enqueued: {rid} (1 pending)\n"
+    jobgen("enqueue", *store, "--max-pending", "2")
+    full = jobgen("enqueue", *store, "--max-pending", "2")
+    assert (full.returncode, full.stdout) == (73, "")
+    assert full.stderr == "jobgen enqueue: export: rejected: queue full, request not recorded (2 requests pending (max_pending 2))\n"
+    listing = json.loads(jobgen("queue", *store, "--format", "json").stdout)
+    assert [(r["state"], r["args"], r["attempts"]) for r in listing["requests"]] == [("pending", ["2026-12"], 0), ("pending", [], 0)]
+    out = tmp_path / "out"
+    drained = jobgen("drain", *store, "--", "/bin/sh", "-c", f'echo "$JOBGEN_REQUEST_ID $*" >> {out}', "job")
+    assert drained.returncode == 0, drained.stderr
+    lines = out.read_text().splitlines()
+    assert lines[0] == f"{rid} 2026-12" and len(lines) == 2
+    assert json.loads(jobgen("queue", *store, "--format", "json").stdout)["requests"] == []
+
+
+def test_retry_and_drop_name_the_request(tmp_path):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    store = ["--spool", str(spool), "--job", "j", "--max-attempts", "1"]
+    rid = jobgen("enqueue", *store).stdout.strip()
+    assert jobgen("drain", *store, "--", "/bin/false").returncode == 1
+    text = jobgen("queue", *store).stdout.splitlines()
+    assert text[0] == "# j: 0 pending, 0 running, 1 failed"
+    assert text[1].startswith(f"failed   {rid}  age ") and text[1].endswith("attempts 1 last exit 1")
+    assert jobgen("queue", *store, "--retry", rid).stdout == f"{rid}: back to pending\n"
+    assert jobgen("queue", *store, "--drop", rid).stdout == f"{rid}: dropped (pending)\n"
+    missing = jobgen("queue", *store, "--drop", rid)
+    assert (missing.returncode, missing.stderr) == (65, f"jobgen queue: no such request: {rid}\n")
+
+
+def test_usage_and_a_missing_spool_are_one_line(tmp_path):
+    bad = jobgen("enqueue", "--spool", str(tmp_path), "--job", "j", "--max-pending", "0")
+    assert bad.returncode == 64
+    assert bad.stderr == "jobgen enqueue: usage error: argument --max-pending: '0' is not a whole number >= 1\n"
+    gone = jobgen("enqueue", "--spool", str(tmp_path / "nope"), "--job", "j")
+    assert gone.returncode == 71
+    assert gone.stderr == f"jobgen enqueue: cannot use the queue: No such file or directory: {tmp_path / 'nope' / 'tmp'}\n"

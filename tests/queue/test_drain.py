@@ -1,0 +1,102 @@
+"""The drainer (runtime/queue/drain.py) with real commands and a real kill -9."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from jobgen.runtime.queue.drain import drain
+from jobgen.runtime.queue.spool import FAILED, PENDING, Spool
+
+LOG_CMD = ("/bin/sh", "-c", 'echo "$JOBGEN_REQUEST_ID $JOBGEN_REQUEST_ATTEMPT $*" >> "$LOG"; exit "${FAIL:-0}"', "job")
+
+
+def collect():
+    lines = []
+    return lines, lambda outcome, req, msg: lines.append((outcome, req.id if req else None))
+
+
+def test_drains_in_order_with_the_request_id_and_arguments(tmp_path):
+    s = Spool(tmp_path / "q")
+    s.root.mkdir()
+    ids = [s.enqueue((f"arg{i}",)).request.id for i in range(3)]
+    log, record = collect()
+    summary = drain(s, LOG_CMD, {"LOG": str(tmp_path / "log"), "PATH": "/usr/bin:/bin"}, record)
+    assert (summary.done, summary.exit_code) == (3, 0)
+    assert (tmp_path / "log").read_text().splitlines() == [f"{i} 1 arg{n}" for n, i in enumerate(ids)]
+    assert log == [(o, i) for i in ids for o in ("started", "done")]
+
+
+def test_a_failure_stays_first_and_ends_the_drain(tmp_path):
+    s = Spool(tmp_path / "q", max_attempts=2)
+    s.root.mkdir()
+    a, b = s.enqueue(("a",)).request.id, s.enqueue(("b",)).request.id
+    env = {"LOG": str(tmp_path / "log"), "FAIL": "4", "PATH": "/usr/bin:/bin"}
+    log, record = collect()
+    first = drain(s, LOG_CMD, env, record)
+    assert (first.retry, first.exit_code) == (1, 1)
+    assert [r.id for r in s.list(PENDING)] == [a, b]  # b never overtook a
+    second = drain(s, LOG_CMD, env, record)
+    assert second.failed == 1 and [r.id for r in s.list(FAILED)] == [a]
+    third = drain(s, LOG_CMD, env | {"FAIL": "0"}, record)
+    assert third.done == 1 and s.list(PENDING) == []
+    assert (tmp_path / "log").read_text().splitlines() == [f"{a} 1 a", f"{a} 2 a", f"{b} 1 b"]
+
+
+DRAINER = """
+import sys
+from pathlib import Path
+from jobgen.runtime.queue.drain import drain
+from jobgen.runtime.queue.spool import Spool
+s = Spool(Path(sys.argv[1]), max_attempts=3)
+drain(s, ("/bin/sh", "-c", 'echo "start $JOBGEN_REQUEST_ID $JOBGEN_REQUEST_ATTEMPT" >> "$LOG"; echo $$ > "$LOG.pid"; exec sleep 600'),
+      {"LOG": sys.argv[2], "PATH": "/usr/bin:/bin"}, lambda *a: None)
+"""
+
+
+def wait_for(predicate, timeout=120.0):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, "timed out waiting"
+        time.sleep(0.05)
+
+
+def test_kill_9_mid_run_leaves_the_request_to_be_retried(tmp_path):
+    s = Spool(tmp_path / "q", max_attempts=3)
+    s.root.mkdir()
+    rid = s.enqueue().request.id
+    log = tmp_path / "log"
+    drainer = subprocess.Popen([sys.executable, "-c", DRAINER, str(s.root), str(log)])
+    try:
+        wait_for(lambda: Path(f"{log}.pid").exists() and Path(f"{log}.pid").read_text().strip())
+        os.kill(drainer.pid, signal.SIGKILL)
+        drainer.wait(timeout=60)
+    finally:
+        # systemd would kill the unit's whole cgroup; here the orphaned command's group.
+        pid = int(Path(f"{log}.pid").read_text())
+        os.killpg(pid, signal.SIGKILL)
+    assert [r.id for r in s.list("running")] == [rid]
+    log.unlink()
+    Path(f"{log}.pid").unlink()
+    summary = drain(Spool(s.root, max_attempts=3), ("/bin/sh", "-c", 'echo "again $JOBGEN_REQUEST_ID $JOBGEN_REQUEST_ATTEMPT" >> "$LOG"'),
+                    {"LOG": str(log), "PATH": "/usr/bin:/bin"}, lambda *a: None)
+    assert (summary.recovered, summary.done) == (1, 1)
+    assert log.read_text() == f"again {rid} 2\n"  # the killed run counted as attempt 1
+
+
+def test_sigterm_reaches_the_commands_process_group_and_the_request_is_kept(tmp_path):
+    s = Spool(tmp_path / "q")
+    s.root.mkdir()
+    rid = s.enqueue().request.id
+    log = tmp_path / "log"
+    drainer = subprocess.Popen([sys.executable, "-c", DRAINER, str(s.root), str(log)])
+    wait_for(lambda: Path(f"{log}.pid").exists() and Path(f"{log}.pid").read_text().strip())
+    os.kill(drainer.pid, signal.SIGTERM)
+    assert drainer.wait(timeout=120) == 0  # the drain ended by itself after the command did
+    pid = int(Path(f"{log}.pid").read_text())
+    wait_for(lambda: not os.path.exists(f"/proc/{pid}"))
+    assert [(r.id, r.state, r.last_status) for r in s.list(PENDING)] == [(rid, PENDING, 143)]
