@@ -481,13 +481,13 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
 
     svc = _Unit(ctx, f"{job.name}.service", "service")
     svc.set("Unit", "Description", Raw(description))
+    svc.set("Service", "Type", Raw("oneshot"))
+    _write_keys({"Unit": svc, "Service": svc, "Timer": timer}, job, JOB_KEYS)
     if job.lock is not None and job.lock.kind.server:
         # The lock server is on the network: at boot a timer (Persistent=, OnBootSec=) can
         # start the job before it is reachable (systemd.special(7) network-online.target).
         svc.set("Unit", "Wants", Raw("network-online.target"))
         svc.set("Unit", "After", Raw("network-online.target"))
-    svc.set("Service", "Type", Raw("oneshot"))
-    _write_keys({"Unit": svc, "Service": svc, "Timer": timer}, job, JOB_KEYS)
     timer.set("Install", "WantedBy", Raw("timers.target"))
     if emulate_defer:
         svc.set("Service", "ExecCondition", Exec((SH, "-c", DEFER_CHECK, "jobgen-defer", stamp)), job.where("overlap"), "overlap: skip (DeferReactivation emulation)")
