@@ -117,7 +117,8 @@ def test_run_takes_the_units_lock_and_a_conflict_is_75(tmp_path: Path) -> None:
     m = write(
         tmp_path / "m.yaml",
         "jobgen: 1\ntarget: {systemd: '252'}\njobs:\n  held:\n    command: [/bin/sh, -c, 'echo ran']\n"
-        f"    schedule: daily\n    lock: {{scope: host, path: {lock}}}\n",
+        # hardening: none: the lock file is under /tmp, which PrivateTmp=yes would make private to the unit
+        f"    schedule: daily\n    hardening: none\n    lock: {{scope: host, path: {lock}}}\n",
     )
     free = jobgen("run", str(m), "held")
     assert (free.returncode, free.stdout) == (0, "ran\n")

@@ -156,6 +156,13 @@ def test_every_behaviour_the_brief_names_has_a_case() -> None:
         "persistent-with-every", "lock-with-overlap-allow", "several-errors", "gate-randomized-offset",
         "gate-on-success", "worker-missing-stop-timeout", "watchdog-without-notify",
         "warn-stop-timeout-shorter-than-job", "warn-recycle-shorter-than-stop", "warn-restart-always-unlimited",
+        # what systemd or the host would reject or misread
+        "warn-user-nobody", "name-shadows-system-unit", "lock-shared-different-users", "lock-path-private",
+        "recycle-with-restart-no", "warn-cluster-without-timeout", "yaml-explicit-tag-str", "duplicate-key-and-more",
+        "warn-environment-secret",
+        # hostile input (the large ones are generated in tests/test_limits.py)
+        "nesting-too-deep", "instances-superscript", "instances-too-many", "number-too-large", "yaml-alias-bomb",
+        "names-too-long-for-systemd",
     ):
         assert needed in names
 

@@ -119,3 +119,56 @@ def test_positions_point_at_keys_and_values() -> None:
     key = job.keys["timeout"]
     assert (key.pos.line, key.pos.col) == (3, 5)
     assert (job.get("timeout").pos.line, job.get("timeout").pos.col) == (3, 14)
+
+
+# --------------------------------------------------------------------------- read past, report later
+
+
+def test_a_duplicate_key_is_kept_once_and_reported_by_validation() -> None:
+    """load reads past a duplicate key (the first value is kept) and leaves the problem on
+    the root, so validation reports it together with every other problem."""
+    tree = load.load_text("jobgen: 1\njobs:\n  a:\n    schedule: daily\n    schedule: hourly\n", "m.yaml")
+    assert tree.get("jobs").get("a").get("schedule").value == "daily"
+    assert [str(d) for d in tree.problems] == [
+        "m.yaml:5:5: error: duplicate key 'schedule' in 'jobs.a' (first defined at line 4); "
+        "remove one (most YAML tools silently keep the last)"
+    ]
+
+
+@pytest.mark.parametrize("written,shown", [("!!str x", "!!str"), ("! x", "!"), ("!local x", "!local"), ("!!map {}", "!!map")])
+def test_every_explicit_tag_is_refused_even_the_ones_baseloader_would_resolve_alike(written: str, shown: str) -> None:
+    tree = load.load_text(f"v: {written}\n", "t.yaml")
+    assert [d.message for d in tree.problems] == [
+        f"YAML tags are not supported here; remove '{shown}' (jobgen reads every value as written and checks it itself)"
+    ]
+
+
+def test_plain_and_quoted_values_carry_no_tag_problem() -> None:
+    assert load.load_text("a: x\nb: 'x'\nc: [x]\nd: {e: x}\n", "t.yaml").problems == ()
+
+
+@pytest.mark.parametrize(
+    "levels,col",
+    [
+        (40, 35),  # the composer stops at the 33rd level
+        # libyaml scans up to 1024 characters ahead for a flow collection's possible key and
+        # stops at its own limit (1000 levels) first: the same problem, where it saw it.
+        (50_000, 1003),
+    ],
+)
+def test_nesting_is_refused_before_pyyaml_recurses(levels: int, col: int) -> None:
+    """PyYAML's composer recursed into RecursionError at a few hundred levels."""
+    with pytest.raises(load.ManifestError) as caught:
+        load.load_text("v: " + "[" * levels + "]" * levels + "\n", "t.yaml")
+    assert [str(d) for d in caught.value.diagnostics] == [
+        f"t.yaml:1:{col}: error: the manifest nests deeper than 32 levels (a manifest needs 5) (README: Limits)"
+    ]
+
+
+def test_block_nesting_is_refused_too() -> None:
+    text = "".join(" " * i + f"k{i}:\n" for i in range(40)) + " " * 40 + "v\n"
+    with pytest.raises(load.ManifestError) as caught:
+        load.load_text(text, "t.yaml")
+    assert [str(d) for d in caught.value.diagnostics] == [
+        "t.yaml:32:32: error: the manifest nests deeper than 32 levels (a manifest needs 5) (README: Limits)"
+    ]

@@ -31,6 +31,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from jobgen.compiler import pipeline
+from jobgen.compiler.diagnostics import ManifestError
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -333,3 +334,32 @@ def test_json_output_of_an_invalid_manifest(tmp_path):
     assert doc["ok"] is False
     assert [(d["line"], d["severity"]) for d in doc["diagnostics"]] == [(6, "error")]
     assert not out.exists()
+
+
+# --------------------------------------------------------------------------- any input
+
+# Pieces of YAML and of values that have broken parsers and converters: structure, aliases,
+# tags, merge keys, quotes, digits Python's isdigit() accepts, long numbers, escapes,
+# specifier and variable starters, control characters.
+_PIECES = st.sampled_from([
+    "[", "]", "{", "}", ": ", ":", "- ", "\n", "  ", "&a ", "*a", "!!str ", "! ", "<<: ", "~", "'", '"',
+    "²", "٣", "9" * 30, "%", "$", "\\", "\\x01", "\x00", "\x07", "\t", "#", ",", "? ", "|", ">", "@",
+    "\u2028", "\ud800", "\ufffe", "/", "..", "nobody", "cluster", "instances: ", "lock: ", "0",
+])
+
+
+@given(st.data())
+@settings(max_examples=300, deadline=None)
+def test_any_edit_of_a_manifest_renders_or_gives_positioned_problems(data):
+    """No input gets a traceback: a manifest cut and spliced anywhere with any of _PIECES
+    either renders or raises ManifestError with at least one positioned problem."""
+    text = RICH
+    for _ in range(data.draw(st.integers(1, 4))):
+        start = data.draw(st.integers(0, len(text)))
+        end = data.draw(st.integers(start, min(len(text), start + 12)))
+        text = text[:start] + "".join(data.draw(st.lists(_PIECES, min_size=0, max_size=4))) + text[end:]
+    try:
+        pipeline.build("/srv/manifests/m.yaml", text=text)
+    except ManifestError as exc:
+        assert exc.diagnostics
+        assert all(d.pos.line >= 1 and d.pos.col >= 1 for d in exc.diagnostics)

@@ -198,7 +198,7 @@ HARDENING = {"none": (), "default": _HARDENING_DEFAULT, "strict": _HARDENING_STR
 OWN_DIRECTIVES: tuple[tuple[str, str, str], ...] = (
     ("Unit", "Description", "description, or a default naming the job or worker"),
     ("Unit", "PartOf", "instances > 1: stopping or restarting NAME.target reaches every instance"),
-    ("Unit", "Wants", "instances > 1: NAME.target wants NAME@1..N.service"),
+    ("Unit", "Wants", "instances > 1: NAME.target wants NAME@1..N.service; a lock server: network-online.target"),
     ("Service", "Type", "a job is Type=oneshot"),
     ("Service", "ExecCondition", "the DeferReactivation emulation (README: Overrun)"),
     ("Service", "ExecStart", "command, behind the lock wrapper of the lock scope"),
@@ -215,7 +215,7 @@ OWN_DIRECTIVES: tuple[tuple[str, str, str], ...] = (
     ("Timer", "OnBootSec", "schedule: after_boot"),
     ("Timer", "DeferReactivation", "overrun policy (policies.OVERLAP)"),
     ("Timer", "AccuracySec", "accuracy; 1s under the DeferReactivation emulation"),
-    ("Unit", "After", "overlap: queue: the drainer after the enqueuer that wants it"),
+    ("Unit", "After", "overlap: queue: the drainer after the enqueuer that wants it; a lock server: network-online.target"),
     ("Path", "DirectoryNotEmpty", "overlap: queue, host scope: the drainer starts while requests wait"),
     ("Path", "Unit", "overlap: queue, host scope: the drainer the watch starts"),
     ("Install", "WantedBy", "timers.target / multi-user.target / paths.target"),
@@ -483,6 +483,11 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     svc.set("Unit", "Description", Raw(description))
     svc.set("Service", "Type", Raw("oneshot"))
     _write_keys({"Unit": svc, "Service": svc, "Timer": timer}, job, JOB_KEYS)
+    if job.lock is not None and job.lock.kind.server:
+        # The lock server is on the network: at boot a timer (Persistent=, OnBootSec=) can
+        # start the job before it is reachable (systemd.special(7) network-online.target).
+        svc.set("Unit", "Wants", Raw("network-online.target"))
+        svc.set("Unit", "After", Raw("network-online.target"))
     timer.set("Install", "WantedBy", Raw("timers.target"))
     if emulate_defer:
         svc.set("Service", "ExecCondition", Exec((SH, "-c", DEFER_CHECK, "jobgen-defer", stamp)), job.where("overlap"), "overlap: skip (DeferReactivation emulation)")

@@ -13,16 +13,18 @@ from __future__ import annotations
 
 import difflib
 import json
+import posixpath
 import re
 import shlex
 import signal as _signal
 from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
+from pathlib import PurePath
 from typing import Any, Callable
 from urllib.parse import parse_qsl, urlsplit
 from zoneinfo import available_timezones
 
-from jobgen.compiler import cron, names, timespec
+from jobgen.compiler import cron, limits, names, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.escape import CONTROL, SURROGATE
 from jobgen.compiler.load import Map, Node, Scalar, Seq
@@ -30,6 +32,7 @@ from jobgen.compiler.model import (
     HARDENING_PROFILES,
     LOCK_SCOPES,
     OVERLAP_POLICIES,
+    Common,
     Job,
     Lock,
     Queue,
@@ -113,6 +116,7 @@ def abs_path(node: Node) -> str:
     value = _scalar(node, "an absolute path")
     if not value.startswith("/"):
         raise Invalid(f"must be an absolute path, got '{value}'")
+    _path_length(value)
     return value
 
 
@@ -121,11 +125,29 @@ def optional_abs_path(node: Node) -> str:
     value = _scalar(node, "an absolute path")
     if not value.lstrip("-").startswith("/"):
         raise Invalid(f"must be an absolute path (optionally prefixed with '-'), got '{value}'")
+    _path_length(value.lstrip("-"))
     return value
+
+
+def _path_length(path: str) -> None:
+    """The kernel refuses longer paths (ENAMETOOLONG): limits.h PATH_MAX and NAME_MAX."""
+    size = len(path.encode("utf-8", "surrogatepass"))
+    if size >= limits.PATH_MAX:
+        raise Invalid(f"the path has {size} bytes; a path may have at most {limits.PATH_MAX - 1} (PATH_MAX)")
+    longest = max(path.split("/"), key=lambda part: len(part.encode("utf-8", "surrogatepass")))
+    if (size := len(longest.encode("utf-8", "surrogatepass"))) > limits.NAME_MAX:
+        raise Invalid(f"a path component has {size} bytes; each may have at most {limits.NAME_MAX} (NAME_MAX)")
+
+
+# Python's int() refuses more than 4300 digits with a message about itself; systemd's
+# numbers stop far earlier (a time span is an unsigned 64-bit count of microseconds).
+_LONG_NUMBER = re.compile(r"[0-9]{21,}")
 
 
 def timespan(node: Node) -> int:
     value = _scalar(node, "a time span such as 30s or 5min")
+    if _LONG_NUMBER.search(value):
+        raise Invalid(f"invalid time span '{value}': number too large (systemd.time(7), e.g. 30s, 5min, 1h 30min)")
     try:
         usec = timespec.parse_timespan(value)
     except ValueError as exc:
@@ -160,11 +182,22 @@ def choice(*allowed: str) -> Callable[[Node], str]:
     return convert
 
 
-def positive_int(node: Node) -> int:
-    value = _scalar(node, "a whole number")
-    if not value.isdigit() or int(value) < 1:
-        raise Invalid(f"expected a whole number >= 1, got '{value}'")
-    return int(value)
+def whole_number(maximum: int, why: str) -> Callable[[Node], int]:
+    """A whole number from 1 to ``maximum``, written in ASCII digits (str.isdigit()
+    accepts '²' and other digits int() refuses)."""
+
+    def convert(node: Node) -> int:
+        value = _scalar(node, "a whole number")
+        if not (value.isascii() and value.isdigit()) or int(value) < 1:
+            raise Invalid(f"expected a whole number >= 1, got '{value}'")
+        if len(value) > len(str(maximum)) or int(value) > maximum:
+            raise Invalid(f"{value} is more than {maximum}, {why}")
+        return int(value)
+
+    return convert
+
+
+positive_int = whole_number(limits.UINT_MAX, "the largest number systemd reads here (an unsigned 32-bit int)")
 
 
 def argv(node: Node) -> tuple[str, ...]:
@@ -197,6 +230,7 @@ def argv(node: Node) -> tuple[str, ...]:
             )
     if not words:
         raise Invalid("the command is empty")
+    _command_size(words)
     if not words[0].startswith("/"):
         # systemd would resolve a bare name against its own fixed PATH, not the shell's;
         # an absolute path makes verification and behaviour the same everywhere.
@@ -220,6 +254,16 @@ def _shell_operator(text: str) -> str | None:
             # shlex splits '2>&1' into '2', '>&', '1': show the operator as written.
             return "2>&1" if token == ">&" and "2>&1" in text else token
     return None
+def _command_size(words: list[str]) -> None:
+    """ExecStart= must stay below systemd's line limit after escaping (limits.py)."""
+    if len(words) > limits.COMMAND_ARGS:
+        raise Invalid(f"the command has {len(words)} arguments; a command may have at most {limits.COMMAND_ARGS} (README: Limits)")
+    size = sum(len(w.encode("utf-8", "surrogatepass")) for w in words)
+    if size > limits.COMMAND_BYTES:
+        raise Invalid(
+            f"the command's arguments add up to {size:,} bytes; a command may have at most {limits.COMMAND_BYTES:,} "
+            "(README: Limits); put long scripts in a file and run that"
+        )
 
 
 def environment(node: Node) -> tuple[tuple[str, str], ...]:
@@ -250,6 +294,8 @@ def unit_names(node: Node) -> tuple[str, ...]:
         value = _scalar(item, "a unit name")
         if not names.UNIT_REF.fullmatch(value):
             raise Invalid(f"'{value}' is not a unit name such as alert@%n.service or page-ops.service", item.pos)
+        if len(value) > limits.UNIT_NAME_MAX:
+            raise Invalid(f"the unit name has {len(value)} characters; systemd allows at most {limits.UNIT_NAME_MAX}", item.pos)
         units.append(value)
     return tuple(units)
 
@@ -258,6 +304,12 @@ def user_name(node: Node) -> str:
     value = _scalar(node, "a user or group name")
     if not names.USER_NAME.fullmatch(value):
         raise Invalid(f"'{value}' is not a valid user or group name (systemd.exec(5) User=)")
+    if len(value) > limits.USER_NAME_MAX or (value.isdigit() and int(value) > limits.UID_MAX):
+        # systemd accepts longer names with a warning ("does not match strict user/group
+        # name rules"): utmp keeps 32 bytes with the NUL. (uid_t)-1 is "no user".
+        if value.isdigit():
+            raise Invalid(f"'{value}' is not a valid user or group number (at most {limits.UID_MAX})")
+        raise Invalid(f"'{value}' is too long for a user or group name (at most {limits.USER_NAME_MAX} characters)")
     return value
 
 
@@ -309,6 +361,8 @@ def _zones() -> set[str]:
 
 def calendar(node: Node) -> Schedule:
     value = _scalar(node, "an OnCalendar= expression such as '*-*-* 02:30:00' or hourly")
+    if _LONG_NUMBER.search(value):
+        raise Invalid(f"invalid calendar expression '{value}': number too large")
     try:
         cal = timespec.parse_calendar(value)
     except ValueError as exc:
@@ -496,7 +550,7 @@ JOB_KEYS: dict[str, Key] = COMMON_KEYS | {
 }
 
 WORKER_KEYS: dict[str, Key] = COMMON_KEYS | {
-    "instances": Key("instances", positive_int),
+    "instances": Key("instances", whole_number(limits.INSTANCES, "jobgen's limit for one worker (README: Limits)")),
     "type": Key("type", choice("exec", "notify", "simple"), Writes("Service", "Type", "text")),
     "restart": Key("restart", choice("on-failure", "always", "on-abnormal", "no"), Writes("Service", "Restart", "text")),
     "restart_delay": Key("restart_delay_usec", timespan, Writes("Service", "RestartSec", "span")),
@@ -554,22 +608,36 @@ def _closest(word: str, options) -> str | None:
     return close[0] if close else None
 
 
-def _hint(word: str, options) -> str:
-    """For an unknown key: the likely spelling, or else every allowed one."""
-    return _did_you_mean(word, options) or "; allowed: " + ", ".join(options)
+def _hint(word: str, options, close: str | None = None) -> str:
+    """For an unknown key: the likely spelling (``close``, when already looked up), or
+    else every allowed one."""
+    close = close or _closest(word, options)
+    return f"; did you mean '{close}'?" if close else "; allowed: " + ", ".join(options)
 
 
 # --------------------------------------------------------------------------- the pass
 
+class _TooMany(Exception):
+    """More problems than limits.PROBLEMS: validation stops (every problem costs a message
+    and often a "did you mean" search; 40,000 misspelt keys took minutes)."""
+
+
 class _Problems:
     def __init__(self) -> None:
         self.items: set[Diagnostic] = set()
+        self.stopped_at: Pos | None = None
+
+    def add(self, diagnostic: Diagnostic) -> None:
+        if len(self.items) >= limits.PROBLEMS:
+            self.stopped_at = diagnostic.pos
+            raise _TooMany
+        self.items.add(diagnostic)
 
     def error(self, pos: Pos, message: str) -> None:
-        self.items.add(Diagnostic(pos, ERROR, message))
+        self.add(Diagnostic(pos, ERROR, message))
 
     def warning(self, pos: Pos, message: str) -> None:
-        self.items.add(Diagnostic(pos, WARNING, message))
+        self.add(Diagnostic(pos, WARNING, message))
 
     def error_count(self) -> int:
         return sum(1 for d in self.items if d.severity == ERROR)
@@ -602,8 +670,9 @@ def _convert_keys(
             problems.error(key.pos, f"{what}: '{key.value}' {why}")
             continue
         if spec is None:
-            problems.error(key.pos, f"{what}: unknown key '{key.value}'{_hint(key.value, sorted(table))}")
-            if close := _closest(key.value, table):
+            close = _closest(key.value, table)
+            problems.error(key.pos, f"{what}: unknown key '{key.value}'{_hint(key.value, sorted(table), close)}")
+            if close:
                 seen.meant.add(close)
             continue
         seen.keypos[key.value] = key.pos
@@ -810,11 +879,159 @@ def _worker_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Probl
             f"{what}: 'restart: always' without 'start_limit_burst' or 'start_limit_interval': a worker that keeps "
             "crashing is restarted forever once its restarts are more than 2s apart (systemd's default limit is 5 starts in 10s)",
         )
+    if recycle is not None and v.get("restart") == "no":
+        # RuntimeMaxSec= ends the worker with result 'timeout' (systemd.service(5)), which
+        # every Restart= policy but 'no' restarts.
+        p.error(
+            keypos["recycle_after"],
+            f"{what}: 'recycle_after' with 'restart: no': the worker is stopped after {_span_text(recycle)} "
+            "(RuntimeMaxSec=) and never started again; use restart: on-failure (the default) or always",
+        )
     if seen.wrote("restart_steps") != seen.wrote("restart_max_delay"):
         # systemd.service(5): RestartSteps= without RestartMaxDelaySec= (or the reverse) is ignored.
         key, other = ("restart_steps", "restart_max_delay") if "restart_steps" in keypos else ("restart_max_delay", "restart_steps")
         p.error(keypos[key], f"{what}: '{key}' needs '{other}' (systemd ignores one without the other)")
     return Worker(name=name, pos=pos, keypos=keypos, **v)
+
+
+# --------------------------------------------------------------------------- lint
+# Values systemd accepts but that do not do what the user wants. Checked on the keys a
+# job or worker writes itself, and once on 'defaults:' (not once per job that inherits).
+
+# systemd warns "Special user nobody configured, this is not safe!" (systemd-analyze
+# verify, 252 and 257). nobody is the kernel's overflow user: it also owns every file of
+# an unmapped user (NFS root squash, user namespaces), so a job running as nobody can
+# touch those, and they can touch its files. 65534 is the same user by number.
+_SHARED_USERS = ("nobody", "65534")
+# Names of variables that hold secrets. Unit files are world-readable (0644 in
+# /etc/systemd/system) and `systemctl show` prints Environment= to every local user.
+_SECRET_NAME = re.compile(r"PASSWORD|PASSWD|TOKEN|SECRET|API_?KEY", re.IGNORECASE)
+
+
+def _lint_user(what: str, node: Node, p: _Problems) -> None:
+    if isinstance(node, Scalar) and node.value in _SHARED_USERS:
+        p.warning(
+            node.pos,
+            f"{what}: 'user: {node.value}' is the shared overflow user, which also owns the files of unmapped users "
+            "(systemd warns \"Special user nobody configured, this is not safe!\"); run it as a dedicated "
+            "system user (useradd --system NAME)",
+        )
+
+
+def _lint_environment(what: str, node: Node, p: _Problems) -> None:
+    for key, value in node.items if isinstance(node, Map) else ():
+        if _SECRET_NAME.search(key.value) and isinstance(value, Scalar) and value.value:
+            p.warning(
+                key.pos,
+                f"{what}: 'environment': {key.value} looks like a secret, and unit files are readable by every local "
+                "user (so is `systemctl show`); put it in 'environment_file' (a file only root can read) "
+                "or, for the lock password, use 'lock.credential'",
+            )
+
+
+_LINTS: dict[str, Callable[[str, Node, "_Problems"], None]] = {
+    "user": _lint_user,
+    "environment": _lint_environment,
+}
+
+
+def _lint(what: str, body: Map, p: _Problems) -> None:
+    for key, node in body.items:
+        if check := _LINTS.get(key.value):
+            check(what, node, p)
+
+
+# --------------------------------------------------------------------------- across jobs
+
+
+def _manifest_name(path: str, p: _Problems) -> None:
+    """The manifest's file name is part of a file jobgen writes (limits.TMPFILES_CONF)."""
+    stem = PurePath(path).stem
+    if (size := len(stem.encode("utf-8", "surrogateescape"))) > limits.MANIFEST_STEM_BYTES:
+        p.error(
+            Pos(path, 1, 1),
+            f"the manifest's file name has {size} bytes before its extension; jobgen allows at most "
+            f"{limits.MANIFEST_STEM_BYTES}, so that tmpfiles.d/{limits.TMPFILES_CONF.format('NAME')} fits in "
+            f"{limits.NAME_MAX} bytes (README: Limits)",
+        )
+
+
+# Folders a hardening profile hides from the unit or gives it a private copy of
+# (systemd.exec(5)): a lock file there is not the file `jobgen run` or another unit
+# opens, so the lock would lock nothing (or fail to open at all).
+_PRIVATE_VIEWS: dict[tuple[str, str], tuple[str, ...]] = {
+    ("PrivateTmp", "yes"): ("/tmp", "/var/tmp"),
+    ("ProtectHome", "yes"): ("/home", "/root", "/run/user"),
+}
+
+
+def _private_view(hardening: str, path: str) -> tuple[str, str] | None:
+    """(the directive, the folder) that makes ``path`` private to the unit, or None."""
+    # plan.HARDENING is the one source of the profiles; imported here because plan.py
+    # imports this module's key tables.
+    from jobgen.compiler.plan import HARDENING
+
+    for _, key, value in HARDENING[hardening]:
+        for folder in _PRIVATE_VIEWS.get((key, value), ()):
+            if path.startswith(folder + "/"):
+                return f"{key}={value}", folder
+    return None
+
+
+def _host_lock_files(jobs: tuple[Job, ...], p: _Problems) -> None:
+    """Host lock files: the one each job locks must be the file every runner opens, and
+    a file two jobs share is created once by tmpfiles.d, with one owner."""
+    users: dict[str, Job] = {}
+    for job in jobs:
+        lock = job.lock
+        if lock is None or not lock.kind.lock_file:
+            continue
+        # Spelled differently, one file: '/run/lock//x.lock' and '/run/lock/./x.lock'.
+        path = posixpath.normpath(lock.path or names.lock_file(lock.name))
+        what, at = f"job '{job.name}'", job.where("lock")
+        if lock.path is None and len(f"{lock.name}.lock") > limits.NAME_MAX:
+            p.error(
+                at,
+                f"{what}: 'lock.name' has {len(lock.name)} characters; its lock file NAME.lock must fit in "
+                f"{limits.NAME_MAX} bytes (NAME_MAX), so a host lock name may have at most {limits.NAME_MAX - len('.lock')}",
+            )
+        if lock.path is not None and (private := _private_view(job.hardening, path)):
+            directive, folder = private
+            p.error(
+                at,
+                f"{what}: 'lock.path' {lock.path} is under {folder}, which the unit does not share with the host "
+                f"({directive} from 'hardening: {job.hardening}'): the unit and `jobgen run` would lock different "
+                "files; leave lock.path out (the lock goes to /run/lock/jobgen) or choose a path outside "
+                f"{folder}",
+            )
+        first = users.setdefault(path, job)
+        if (first.user, first.group) != (job.user, job.group):
+            # Two lines for one path in tmpfiles.d: systemd-tmpfiles keeps the first and
+            # ignores the other ("Duplicate line"), so one job cannot open its lock.
+            p.error(
+                at,
+                f"{what}: shares the lock file {path} with job '{first.name}' (line {first.pos.line}) but runs as "
+                f"{_identity(job)}, not {_identity(first)}: the file has one owner (tmpfiles.d keeps one line per "
+                "path), so one of them could not open it; run both as the same user and group, or give them "
+                "different lock names",
+            )
+
+
+def _identity(c: Common) -> str:
+    user = f"user {c.user}" if c.user else "root"
+    return f"{user}, group {c.group}" if c.group else user
+
+
+def _cluster_jobs(jobs: tuple[Job, ...], p: _Problems) -> None:
+    for job in jobs:
+        if job.lock is None or not job.lock.kind.server or job.timeout_usec is not None:
+            continue
+        p.warning(
+            job.where("lock"),
+            f"job '{job.name}': a cluster-locked job without 'timeout' runs with TimeoutStartSec=infinity: a run "
+            "that hangs keeps the lock on every host until someone stops it; set 'timeout' to the longest a "
+            "run may take (e.g. timeout: 1h)",
+        )
 
 
 def _section(root: Map, key: str, p: _Problems) -> Map | None:
@@ -848,6 +1065,7 @@ def _units(kind: str, section: Map | None, defaults: Map | None, table, rules, p
             continue
         # The body is checked even under a bad name: every problem in one run.
         values, seen = _convert_keys(what, _entries_with_defaults(body, defaults, table), table, p)
+        _lint(what, body, p)
         unit = rules(key.value, values, seen, key.pos, p)
         if p.error_count() == errors_before and not seen.failed:
             out.append(unit)
@@ -855,12 +1073,24 @@ def _units(kind: str, section: Map | None, defaults: Map | None, table, rules, p
 
 
 def validate(tree: Node, path: str, target_override: Target | None = None) -> tuple[Manifest, list[Diagnostic]]:
-    """Return the model and its warnings, or raise ManifestError with every error."""
+    """Return the model and its warnings, or raise ManifestError with every error (up to
+    limits.PROBLEMS of them)."""
     p = _Problems()
+    try:
+        return _validate(tree, path, target_override, p)
+    except _TooMany:
+        stop = f"more than {limits.PROBLEMS:,} problems; stopped here (README: Limits)"
+        raise ManifestError(sorted(p.items) + [Diagnostic(p.stopped_at or Pos(path, 1, 1), ERROR, stop)]) from None
+
+
+def _validate(tree: Node, path: str, target_override: Target | None, p: _Problems) -> tuple[Manifest, list[Diagnostic]]:
     if not isinstance(tree, Map):
         raise ManifestError(
             [Diagnostic(tree.pos, ERROR, f"the manifest must be a mapping with jobgen: {MANIFEST_VERSION} and jobs:, got {_kind(tree)}")]
         )
+    for problem in tree.problems:  # what load.py read past: reported with everything else
+        p.add(problem)
+    _manifest_name(path, p)
     for key, _ in tree.items:
         if key.value not in TOP_LEVEL_KEYS:
             p.error(key.pos, f"unknown top-level key '{key.value}'{_hint(key.value, TOP_LEVEL_KEYS)}")
@@ -873,9 +1103,12 @@ def validate(tree: Node, path: str, target_override: Target | None = None) -> tu
     defaults = _section(tree, "defaults", p)
     if defaults:
         _check_defaults(defaults, p)
+        _lint("defaults", defaults, p)
     taken: dict[str, tuple[str, Pos]] = {}
     jobs = _units("job", _section(tree, "jobs", p), defaults, JOB_KEYS, _job_rules, p, taken)
     workers = _units("worker", _section(tree, "workers", p), defaults, WORKER_KEYS, _worker_rules, p, taken)
+    _host_lock_files(jobs, p)
+    _cluster_jobs(jobs, p)
     if not jobs and not workers and not p.items:
         p.error(tree.pos, "the manifest defines no jobs and no workers (add a 'jobs:' or 'workers:' section)")
     diags = sorted(p.items)

@@ -1,0 +1,89 @@
+"""Every limit jobgen puts on a manifest, in one table (README "Limits" lists the same).
+
+A manifest is input a reviewer may not have read closely: a generated file, a merge of
+many teams' jobs, or text written to break the tool. Each limit below is checked up
+front, before the work it bounds, so any input ends in at most a few seconds with
+bounded memory and, when it is too big, with exit 2 and a position, never a traceback
+or a unit systemd cannot read. No real manifest comes near any of them.
+
+Where a limit comes from the host, the comment names the source.
+"""
+
+from __future__ import annotations
+
+# --------------------------------------------------------------------------- reading YAML
+# PyYAML reads about 0.5 MB/s on a small loaded machine; 1 MiB is some 8,000 jobs.
+MANIFEST_BYTES = 1024 * 1024
+# PyYAML's composer recurses once per level (a few hundred levels raise RecursionError);
+# a manifest needs 5 (jobs > NAME > lock > name > value).
+DEPTH = 32
+# Nodes, counting every use of an alias: a few lines of nested aliases can stand for a
+# billion ("billion laughs").
+NODES = 100_000
+# One value (a string between quotes, a plain scalar, a key).
+VALUE_BYTES = 64 * 1024
+# All values together, counting every use of an alias: what the units can grow to.
+TOTAL_VALUE_BYTES = 4 * 1024 * 1024
+
+# Problems reported for one manifest: past this, validation stops and says so. Each
+# problem costs a message and often a "did you mean" search.
+PROBLEMS = 1000
+
+# --------------------------------------------------------------------------- what reaches units
+# systemd reads unit files line by line and refuses a line longer than LONG_LINE_MAX,
+# 1 MiB (src/basic/fileio.h; "No buffer space available"). The longest line jobgen
+# writes is ExecStart=: the lock wrapper plus the command, escaped (escape.py writes at
+# most 4 bytes per byte, '\xNN', plus quotes and a space per argument). With these two
+# limits the command's part is at most 4 x 64 KiB + 3 x 1024 bytes, and the wrapper's
+# values are each at most VALUE_BYTES: well inside 1 MiB (tests/test_limits.py renders
+# the worst case and has real systemd-analyze read it).
+COMMAND_BYTES = 64 * 1024  # all arguments of one command together (UTF-8)
+COMMAND_ARGS = 1024
+# Worker instances: one Wants= line and one unit per instance.
+INSTANCES = 1000
+# Whole numbers systemd reads as an unsigned int (StartLimitBurst=, RestartSteps=).
+UINT_MAX = 2**32 - 1
+
+# --------------------------------------------------------------------------- names and paths
+# One path component, in bytes (limits.h NAME_MAX; ext4, xfs, btrfs, tmpfs), and a whole
+# path with its NUL (limits.h PATH_MAX).
+NAME_MAX = 255
+PATH_MAX = 4096
+# systemd's UNIT_NAME_MAX (src/basic/unit-name.h) is 256 with the NUL: 255 characters.
+UNIT_NAME_MAX = 255
+# systemd's strict user and group name rule (src/basic/user-util.c valid_user_group_name:
+# utmp's 32-byte ut_user with its NUL); numbers below (uid_t)-1, which means "no user".
+USER_NAME_MAX = 31
+UID_MAX = 2**32 - 2
+
+# Every file name jobgen derives from a job's or worker's name, each one path component:
+# the units (plan.py; overlap: queue adds NAME-drain.service and NAME-drain.path), the
+# host lock file and overrun stamp in /run/lock/jobgen (plan.py, names.lock_file), the
+# queue's spool folder /var/lib/jobgen/queue/NAME, and the temporary sibling each unit is
+# first written to (write.py: tempfile.mkstemp(prefix=".NAME.", suffix=".jobgen-tmp"),
+# 8 random letters).
+DERIVED_FILES = (
+    "{}.service", "{}.timer", "{}@.service", "{}.target", "{}-drain.service", "{}-drain.path",
+    "{}.lock", "{}.ended", "{}",
+)
+TEMP_FILE = ".{}.XXXXXXXX.jobgen-tmp"
+# The unit name of a worker's last instance, NAME@1000.service, is a unit name too.
+_INSTANCE_UNIT = "{}@" + str(INSTANCES) + ".service"
+
+
+def _longest_derived(stem_len: int) -> int:
+    stem = "x" * stem_len
+    files = [f.format(stem) for f in DERIVED_FILES]
+    return max([len(TEMP_FILE.format(f)) for f in files] + [len(f) for f in files])
+
+
+# A job or worker name is ASCII (names.JOB_NAME), so characters are bytes.
+NAME = min(
+    NAME_MAX - _longest_derived(0),
+    UNIT_NAME_MAX - len(_INSTANCE_UNIT.format("")),
+)
+# The manifest's file name becomes tmpfiles.d/jobgen-STEM.conf (pipeline.py), written
+# through a temporary sibling like every file.
+TMPFILES_CONF = "jobgen-{}.conf"
+MANIFEST_STEM_BYTES = NAME_MAX - len(TEMP_FILE.format(TMPFILES_CONF.format("")))
+
