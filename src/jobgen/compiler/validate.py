@@ -254,6 +254,8 @@ def _shell_operator(text: str) -> str | None:
             # shlex splits '2>&1' into '2', '>&', '1': show the operator as written.
             return "2>&1" if token == ">&" and "2>&1" in text else token
     return None
+
+
 def _command_size(words: list[str]) -> None:
     """ExecStart= must stay below systemd's line limit after escaping (limits.py)."""
     if len(words) > limits.COMMAND_ARGS:
