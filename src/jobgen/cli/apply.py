@@ -27,7 +27,7 @@ def _doc(**kw) -> dict:
 def register(app: typer.Typer) -> None:
     @app.command()
     def apply(
-        manifests: list[Path] = typer.Argument(..., metavar="MANIFEST...", help="Manifest files."),
+        manifests: list[Path] = typer.Argument(..., metavar="MANIFEST", help="Manifest files."),
         root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="Install into an image root: no running systemd is touched; enabling makes the .wants/ links (systemctl --root)."),
         layout_name: str = typer.Option("etc", "--layout", metavar="etc|usr", help="etc: /etc/systemd/system + /etc/tmpfiles.d; usr: /usr/lib/systemd/system + /usr/lib/tmpfiles.d."),
         check: bool = typer.Option(False, "--check", help="Change nothing; list the file changes and actions; exit 1 if anything would change."),
