@@ -173,6 +173,9 @@ def test_apply_then_reboot_lock_files_come_back_and_runs_take_their_lock(host):
     assert host.state("queue.service") == ("enabled", "active")
     assert host.sh("stat -c '%U %G %a' /run/jobgen/beat.lock").stdout.strip() == f"{JOB_USER} root 600"
     # This boot's journal only: the first run after the reboot takes its lock and succeeds.
+    # Started at once rather than waiting for the timer (whose next elapse after a boot is
+    # not this test's subject): the same unit, the same lock.
+    host.c.systemctl("start", "beat.service", check=False, timeout=120)
     first = host.wait(lambda: host.outcomes("beat"), lambda o: len(o) >= 1, "beat's first run after the reboot")
     assert first[0] == "success", first
 
@@ -197,6 +200,8 @@ def test_the_old_flat_copy_into_etc_systemd_system_loses_its_lock_folder_at_rebo
     host.reboot()
     assert host.sh("test -e /run/jobgen", check=False).returncode == 1
     assert host.state("beat.timer") == ("enabled", "active")
+    c = host.c
+    c.systemctl("start", "beat.service", check=False, timeout=120)
     outcomes = host.wait(lambda: host.outcomes("beat"), lambda o: len(o) >= 1, "beat's first run after the reboot")
     assert outcomes[0] == "failed"
     status = [e for e in host.journal("_SYSTEMD_UNIT=beat.service") if "cannot open lock file" in e.get("MESSAGE", "")]
@@ -258,3 +263,29 @@ def test_apply_into_an_image_root_then_boot_it(host):
     assert host.sh("stat -c '%U %a' /run/jobgen/beat.lock").stdout.strip() == "root 600"
     outcomes = host.wait(lambda: host.outcomes("beat"), lambda o: len(o) >= 1, "beat fired in the booted image")
     assert outcomes[0] == "success"
+
+
+def test_a_unit_that_fails_to_start_is_named_and_the_rest_is_applied(systemd_jobgen):
+    c = systemd_jobgen
+    manifest = """\
+jobgen: 1
+jobs:
+  apply-fine:
+    command: [/bin/true]
+    schedule: yearly
+workers:
+  apply-broken:
+    command: [/nonexistent/worker]
+    stop_timeout: 5s
+"""
+    c.write_file("/root/m-fail/fail.yaml", manifest)
+    r = c.run("jobgen", "apply", "/root/m-fail/fail.yaml", "--format", "json", check=False, timeout=300)
+    try:
+        doc = json.loads(r.stdout)
+        assert (r.returncode, doc["ok"]) == (3, False), r
+        (error,) = doc["errors"]
+        assert error.startswith("`systemctl enable --now apply-broken.service` failed (new worker): "), error
+        assert c.run("systemctl", "is-active", "apply-fine.timer", check=False).stdout.strip() == "active"
+        assert c.run("systemctl", "is-enabled", "apply-broken.service", check=False).stdout.strip() == "enabled"
+    finally:
+        c.run("systemctl", "disable", "--now", "apply-fine.timer", "apply-broken.service", check=False)

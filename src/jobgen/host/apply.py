@@ -304,16 +304,16 @@ def _run(argv: tuple[str, ...], timeout: float = 600) -> subprocess.CompletedPro
 
 
 def query_state(where: Where, units: list[str]) -> UnitState:
-    """is-enabled / is-active of each unit: read-only questions, one call each."""
+    """is-enabled / is-active of each unit: read-only questions, one unit per call (a unit
+    systemctl cannot find prints nothing on stdout, so answers of one call could not be
+    matched to their units)."""
     state = UnitState()
-    units = sorted(set(units))
-    if not units or (where.image and shutil.which("systemctl") is None):
+    if where.image and shutil.which("systemctl") is None:
         return state
-    enabled = _run(where.systemctl("is-enabled", *units)).stdout.split()
-    state.enabled = dict(zip(units, enabled)) if len(enabled) == len(units) else {}
-    if not where.image:
-        active = _run(("systemctl", "is-active", *units)).stdout.split()
-        state.active = dict(zip(units, active)) if len(active) == len(units) else {}
+    for unit in sorted(set(units)):
+        state.enabled[unit] = _run(where.systemctl("is-enabled", unit)).stdout.strip() or "not-found"
+        if not where.image:
+            state.active[unit] = _run(("systemctl", "is-active", unit)).stdout.strip() or "unknown"
     return state
 
 
