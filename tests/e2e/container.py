@@ -29,6 +29,7 @@ import json
 import os
 import platform
 import re
+import shlex
 import shutil
 import signal
 import stat
@@ -307,6 +308,22 @@ def _tar_of(files: list[Path]) -> bytes:
     return buf.getvalue()
 
 
+def persistent_overlay_mount(suite: str, persist: Path) -> str:
+    """Shell text that mounts the suite's cached tree with persist/upper over it at
+    persist/merged (run it in a private mount namespace: unshare --mount)."""
+    for d in ("upper", "work", "merged"):
+        (persist / d).mkdir(parents=True, exist_ok=True)
+    opts = f"lowerdir={rootfs_path(suite)},upperdir={persist / 'upper'},workdir={persist / 'work'}"
+    return f"mount -t overlay overlay -o {shlex.quote(opts)} {shlex.quote(str(persist / 'merged'))}"
+
+
+def in_image(suite: str, persist: Path, argv: list[str], **kw) -> subprocess.CompletedProcess:
+    """Run argv on the host with the persistent tree mounted at persist/merged (not booted):
+    how an image root is filled before its first boot."""
+    script = persistent_overlay_mount(suite, persist) + ' && exec "$@"'
+    return subprocess.run(["unshare", "--mount", "--propagation", "private", "/bin/sh", "-c", script, "sh", *argv], **kw)
+
+
 # ---------------------------------------------------------------------------------------------
 # cgroups: nspawn runs in one of its own per hierarchy, removed after the container stops
 
@@ -415,6 +432,10 @@ class Container:
     release: str  # "252" / "257"
     private_network: bool = True
     extra_nspawn_args: tuple[str, ...] = ()
+    # A folder that keeps the container's writes across boots (a reboot = halt, then boot a
+    # new Container with the same `persist`): an overlay of the cached tree with its upper
+    # layer in persist/upper. None: writes go to a tmpfs and vanish at halt.
+    persist: Path | None = None
     name: str = ""
     nspawn_pid: int | None = None
     leader: int | None = None  # the container's PID 1 as seen from the host
@@ -455,11 +476,12 @@ class Container:
             nspawn,
             "--register=no",  # no machined on the host ...
             "--keep-unit",  # ... and no D-Bus: both are required (else "Failed to open system bus")
-            f"--directory={rootfs_path(self.suite)}",
+            f"--directory={self.persist / 'merged' if self.persist else rootfs_path(self.suite)}",
             f"--machine={self.name[:64]}",
             "--boot",
             "--console=pipe",
-            "--volatile=overlay",  # writes go to a tmpfs; the cached tree stays pristine
+            # writes go to a tmpfs (or to persist/upper); the cached tree stays pristine
+            *([] if self.persist else ["--volatile=overlay"]),
             *(["--private-network"] if self.private_network else []),
             *self.extra_nspawn_args,
         ]
@@ -467,7 +489,7 @@ class Container:
         # (/run/systemd/nspawn/{locks,propagate}) vanishes with the namespace.
         wrapped = [
             "unshare", "--mount", "--propagation", "private", "/bin/sh", "-c",
-            'mkdir -p /run/systemd && mount -t tmpfs -o mode=0755 tmpfs /run/systemd && exec "$@"',
+            'mkdir -p /run/systemd && mount -t tmpfs -o mode=0755 tmpfs /run/systemd && ' + self._overlay_mount() + 'exec "$@"',
             "sh", *argv,
         ]  # fmt: skip
         env = {
@@ -495,6 +517,13 @@ class Container:
             )
         self.nspawn_pid = self._proc.pid  # unshare and sh exec, so this pid becomes nspawn
         self._boot_started = started
+
+    def _overlay_mount(self) -> str:
+        """Shell text mounting persist/merged (in nspawn's private mount namespace: the mount
+        goes away with it, persist/upper stays)."""
+        if not self.persist:
+            return ""
+        return persistent_overlay_mount(self.suite, self.persist) + " && "
 
     def _wait_ready(self) -> None:
         deadline = self._boot_started + BOOT_TIMEOUT
@@ -642,7 +671,7 @@ class Container:
         """Install a rendered output tree; returns the unit file names installed.
 
         Unit files and drop-in folders go to /etc/systemd/system, tmpfiles.d/*.conf to
-        /etc/tmpfiles.d (then `systemd-tmpfiles --create` makes e.g. /run/lock/jobgen/);
+        /etc/tmpfiles.d (then `systemd-tmpfiles --create` makes e.g. /run/jobgen/);
         finally `systemctl daemon-reload`.
         """
         units, tmpfiles = [], []

@@ -23,14 +23,14 @@ REPORTER = (
 def handmade(tmp: Path, job: str, command: str, calendar: str) -> Path:
     out = tmp / "handmade"
     (out / "tmpfiles.d").mkdir(parents=True)
-    (out / "tmpfiles.d" / "jobgen.conf").write_text("d /run/lock/jobgen 0755 root root -\n")
+    (out / "tmpfiles.d" / "jobgen.conf").write_text("d /run/jobgen 0755 root root -\n")
     (out / f"{job}.service").write_text(
         f"""[Unit]
 Description=hand-written job {job}
 
 [Service]
 Type=oneshot
-ExecStart=/usr/bin/flock --nonblock --conflict-exit-code 75 /run/lock/jobgen/{job}.lock {command}
+ExecStart=/usr/bin/flock --nonblock --conflict-exit-code 75 /run/jobgen/{job}.lock {command}
 SuccessExitStatus=75
 {REPORTER.format(job=job)}
 """
@@ -55,7 +55,7 @@ def test_handmade_timer_job_reports_its_outcome(scenario, tmp_path):
     installed = scenario.container.install_units(handmade(tmp_path, job, "/bin/echo hello", "*:*:0/2"))
     scenario.units += installed
     assert sorted(installed) == [f"{job}.service", f"{job}.timer"]
-    assert scenario.sh("stat -c %U:%a /run/lock/jobgen").stdout.strip() == "root:755"
+    assert scenario.sh("stat -c %U:%a /run/jobgen").stdout.strip() == "root:755"
 
     scenario.container.systemctl("start", f"{job}.timer")
     assert scenario.wait_outcomes(job, 1, timeout=10)[0] == "success", scenario.journal_text()

@@ -6,6 +6,8 @@
 EXIT_OK = 0
 EXIT_DRIFT = 1  # render --check: something would change
 EXIT_INVALID = 2  # invalid manifest, bad usage or bad target; with --strict, a warning
+EXIT_PARTIAL = 3  # apply: applied, but a unit failed to start or stop (named)
+EXIT_REFUSED = 4  # apply: not root, no running systemd, or a file jobgen did not write; nothing changed
 EXIT_OUTPUT = 73  # the output folder cannot be written (sysexits.h EX_CANTCREAT); it is left as it was
 
 from jobgen.runtime.queue.command import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL  # noqa: E402
@@ -14,6 +16,8 @@ EXIT_CODES = (
     (EXIT_OK, "ok"),
     (EXIT_DRIFT, "render --check: something would change"),
     (EXIT_INVALID, "invalid manifest, usage or target (with --strict: a warning); nothing written"),
+    (EXIT_PARTIAL, "apply: applied, but a unit failed to start or stop (named)"),
+    (EXIT_REFUSED, "apply: not root, no running systemd, or a file jobgen did not write; nothing changed"),
     (EXIT_OUTPUT, "render: the output folder cannot be written; it is left as it was"),
     (EXIT_FULL, "enqueue: the queue is full; the request was not recorded"),
     (EXIT_NO_SUCH, "queue --retry/--drop: no such request"),

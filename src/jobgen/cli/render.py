@@ -6,6 +6,7 @@ write nothing, not even the folder or its lock file.
 
 from __future__ import annotations
 
+import os
 from pathlib import Path
 from typing import Optional
 
@@ -66,19 +67,28 @@ def register(app: typer.Typer) -> None:
         holder: str = holder_option(),
         quiet: bool = QuietOpt,
         strict: bool = StrictOpt,
+        layout_name: str = typer.Option("flat", "--layout", metavar="flat|etc|usr", help="Where files go in the output folder: flat (for review), etc or usr (a root tree: -o / or an image root)."),
     ) -> None:
         """Render MANIFEST files into unit files in DIR (atomic, deterministic)."""
-        from jobgen.compiler import write
+        from jobgen.compiler import layout, write
 
+        if layout_name not in layout.LAYOUTS:
+            err(f"jobgen: error: --layout {layout_name}: choose one of {', '.join(layout.LAYOUTS)}")
+            raise typer.Exit(EXIT_INVALID)
         target = resolve_target(systemd, preset)
         _distinct_names(manifests)
         results = build_all(manifests, target, holder, fmt, strict)
         files = _merge(manifests, results)
+        chosen = layout.LAYOUTS[layout_name]
+        if warning := layout.unread_tmpfiles(chosen, os.path.realpath(output), files):
+            err(f"jobgen: warning: {warning}")
+        files = layout.arrange(chosen, files)
         prune_for = {p.name for p in manifests} if prune else None
         dry = check or diff
         try:
-            with write.locked(output, dry=dry, on_wait=lambda: err(f"jobgen: waiting for another render of {output}")) as recovery:
-                changes = write.compare(output, files, prune_for)
+            folders = layout.folders(chosen)
+            with write.locked(output, folders, dry=dry, on_wait=lambda: err(f"jobgen: waiting for another render of {output}")) as recovery:
+                changes = write.compare(output, files, prune_for, folders)
                 if not dry:
                     write.apply(output, changes)
         except write.OutputError as exc:

@@ -12,7 +12,8 @@ A simple manifest key writes its directive from its row of the key table
 policies and lock scopes do is asked of contract/policies.py. EMITTED, every directive
 jobgen can write, is derived from those tables and ``OWN_DIRECTIVES``.
 
-Nothing here escapes text for unit files: argv stays a tuple of strings inside
+Nothing here escapes text for unit files (tmpfiles.d lines excepted: their path field is
+escaped here by escape.tmpfiles_path): argv stays a tuple of strings inside
 ``Exec`` values until the template filter renders it (escape.py).
 """
 
@@ -22,7 +23,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from jobgen.compiler import names, timespec
+from jobgen.compiler import escape, names, timespec
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
@@ -399,7 +400,7 @@ def _hardening(u: _Unit, c: Common, writable: tuple[str, ...] = ()) -> None:
     # gets full (VALUE_FALLBACKS), under which /run stays writable.
     if writable and written.get("ProtectSystem") == Raw("strict"):
         for path in writable:
-            u.set("Service", "ReadWritePaths", Raw(path))
+            u.set("Service", "ReadWritePaths", Raw(escape.path_word(path)))  # a lock.path may hold a space
 
 
 # --------------------------------------------------------------------------- jobs
@@ -453,7 +454,7 @@ def _emulate_defer(ctx: _Context, timer: _Unit, job: Job) -> bool:
 def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[str]]:
     ctx.pos, ctx.what = job.pos, f"job '{job.name}'"
     argv, lockfile = _lock_argv(ctx, job)
-    stamp = f"{names.LOCK_DIR}/{job.name}.ended"
+    stamp = names.stamp_file(job.name)
     description = job.description or f"jobgen job {job.name}"
 
     timer = _Unit(ctx, f"{job.name}.timer", "timer")
@@ -525,11 +526,12 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
 
 
 def _tmpfile(path: str, c: Common) -> str:
-    # systemd-tmpfiles(8) 'f': create if missing, never truncate or age it. The job's user
-    # must be able to open it; others only read (flock(1) locks a read-only descriptor).
-    owner = c.user or "root"
-    group = c.group or ("root" if not c.user else "-")
-    return f"f {path} 0640 {owner} {group} -"
+    # systemd-tmpfiles(8) 'f': create if missing, never truncate or age it. Mode 0600 owned by
+    # the job's user: flock(1) needs only to open the file (read-only is enough), so whoever can
+    # open it can hold the lock and make every run exit 75 ("skipped", counted as success).
+    # Only the job's user and root can; not its group, not other users (README: Threat model).
+    # The group field is root: with 0600 it grants nothing, and a group name is not needed.
+    return f"f {escape.tmpfiles_path(path)} 0600 {c.user or 'root'} root -"
 
 
 # --------------------------------------------------------------------------- overlap: queue
@@ -684,7 +686,8 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
         # The lock directory is created with a deliberate owner and mode, once, by
         # systemd-tmpfiles; jobs never create or delete lock files (a lock is the kernel
         # lock on an open file, not the file's existence).
-        head = [f"d {names.LOCK_DIR} 0755 root root -"]
+        # 0755 root: only root creates, renames or removes a lock file in it (see LOCK_DIR).
+        head = [f"d {escape.tmpfiles_path(names.LOCK_DIR)} 0755 root root -"]
         name = tmpfiles_name or "jobgen.conf"
         # set(): two queue jobs both name the shared spool parents (systemd-tmpfiles warns
         # "Duplicate line" on a repeated path).
