@@ -594,8 +594,13 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     drainer = f"{job.name}-drain.service"
     spool = f"{QUEUE_DIR}/{job.name}" if job.lock is not None and job.lock.kind.lock_file else None
     units = [replace(u, comment=f"job {job.name}: overlap=queue: each trigger records a request") for u in units]
+    # A cluster queue's enqueuer talks to the lock server too (the drainer gets this with
+    # its lock, in _job_files).
+    network: tuple[tuple[str, str, Value], ...] = ()
+    if job.lock is not None and job.lock.kind.server:
+        network = (("Unit", "Wants", Raw("network-online.target")), ("Unit", "After", Raw("network-online.target")))
     units = [
-        _without(u, {("Service", "ExecStopPost")}, _adding(ctx, u, ("Unit", "Wants", Raw(drainer)), *_spool_writable(u, spool)))
+        _without(u, {("Service", "ExecStopPost")}, _adding(ctx, u, ("Unit", "Wants", Raw(drainer)), *network, *_spool_writable(u, spool)))
         if u.kind == "service" else u
         for u in units
     ]
