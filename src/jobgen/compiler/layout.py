@@ -7,12 +7,16 @@ folders the consumer reads (systemd.unit(5) "UNIT FILE LOAD PATH", tmpfiles.d(5)
   flat    the units side by side for review, the tmpfiles.d snippet in tmpfiles.d/
   etc     a root tree for the administrator: etc/systemd/system/, etc/tmpfiles.d/
   usr     a root tree for a vendor or image: usr/lib/systemd/system/, usr/lib/tmpfiles.d/
+  debian  a package's debian/ folder, named for debhelper: PKG.UNIT (dh_installsystemd(1)
+          --name=UNIT), PKG.tmpfiles (dh_installtmpfiles(1)), and jobgen.mk, the
+          override_dh_installsystemd lines that say which units are enabled and started
 
 Pure data plus one function; write.py and the host layer ask it, nothing else decides paths.
 """
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 TMPFILES_DIR = "tmpfiles.d"  # where render.py puts the snippet in its own (flat) naming
@@ -24,23 +28,121 @@ class Layout:
     units: str  # folder for .service/.timer/.target, relative to the output folder
     tmpfiles: str  # folder for tmpfiles.d(5) snippets
     purpose: str
+    # File names inside those folders ({base}: render.py's name, {package}: --package).
+    unit_name: str = "{base}"
+    tmpfiles_name: str = "{base}"
+    needs_package: bool = False
 
 
 LAYOUTS: dict[str, Layout] = {
     "flat": Layout("flat", "", "tmpfiles.d", "units side by side for review; tmpfiles.d/ is NOT a folder systemd-tmpfiles reads"),
     "etc": Layout("etc", "etc/systemd/system", "etc/tmpfiles.d", "a root tree for the administrator (/etc)"),
     "usr": Layout("usr", "usr/lib/systemd/system", "usr/lib/tmpfiles.d", "a root tree for a vendor package or image (/usr/lib)"),
+    # debhelper reads debian/PKG.NAME.service|timer|target with `dh_installsystemd --name=NAME`
+    # and debian/PKG.tmpfiles with dh_installtmpfiles (compat 13), see dh_installsystemd(1).
+    "debian": Layout("debian", "", "", "a package's debian/ folder for debhelper (compat 13); needs --package",
+                     unit_name="{package}.{base}", tmpfiles_name="{package}.tmpfiles", needs_package=True),
 }
 
+# Debian Policy 5.6.7: binary package names.
+_PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
 
-def place(layout: Layout, generated: str) -> str:
+
+class LayoutError(ValueError):
+    """A layout cannot place these files (one line, for the user)."""
+
+
+def check_package(layout: Layout, package: str | None) -> None:
+    if layout.needs_package and not package:
+        raise LayoutError(f"--layout {layout.name} needs --package PKG (the binary package in debian/control)")
+    if package and not layout.needs_package:
+        raise LayoutError(f"--package is for --layout debian; --layout {layout.name} names no package")
+    if package and not _PACKAGE_NAME.fullmatch(package):
+        raise LayoutError(f"--package {package!r}: a Debian package name is lower-case letters, digits and +-. (at least two, starting with a letter or digit)")
+
+
+def place(layout: Layout, generated: str, package: str | None = None) -> str:
     """The path, relative to the output folder, of a file render.py calls ``generated``."""
     folder, _, base = generated.rpartition("/")
     if folder == TMPFILES_DIR:
-        return f"{layout.tmpfiles}/{base}" if layout.tmpfiles else base
-    if folder:
+        name, where = layout.tmpfiles_name.format(base=base, package=package), layout.tmpfiles
+    elif folder:
         raise ValueError(f"render produced {generated!r}, which no layout places")
-    return f"{layout.units}/{base}" if layout.units else base
+    else:
+        name, where = layout.unit_name.format(base=base, package=package), layout.units
+    return f"{where}/{name}" if where else name
+
+
+def arrange(layout: Layout, generated: dict[str, bytes], package: str | None = None) -> dict[str, bytes]:
+    """Every generated file at its place in the layout, plus the files the layout adds."""
+    check_package(layout, package)
+    placed: dict[str, bytes] = {}
+    origin: dict[str, str] = {}
+    for name in sorted(generated):
+        where = place(layout, name, package)
+        if where in placed:
+            raise LayoutError(f"--layout {layout.name} puts both {origin[where]} and {name} in {where}; render one manifest with host locks per package")
+        placed[where], origin[where] = generated[name], name
+    if layout.name == "debian":
+        placed[DEBIAN_FRAGMENT] = debian_fragment(package or "", sorted(generated))
+    return placed
+
+
+# --- debian: which units dh_installsystemd enables and starts -----------------------------
+#
+# dh_installsystemd (debhelper 13) without unit arguments enables every installed unit that
+# has an [Install] section and STARTS every non-template unit, so a job's oneshot service
+# would run at install time. jobgen.mk therefore names each unit: `--name=NAME` installs
+# debian/PKG.NAME.{service,timer,target}, the unit arguments say which of them the
+# maintainer scripts act on.
+DEBIAN_FRAGMENT = "jobgen.mk"
+
+# (kind, dh_installsystemd options): a job's oneshot service is installed but neither
+# enabled nor started, and an upgrade does not stop a running job (--no-stop-on-upgrade);
+# its timer starts it. Timers, worker targets and single workers are enabled and started
+# (and restarted after an upgrade, debhelper's compat 13 default). A worker template is
+# installed only: its target starts the instances.
+DEBIAN_UNIT_OPTIONS: dict[str, tuple[str, ...]] = {
+    "job-service": ("--no-enable", "--no-start", "--no-stop-on-upgrade"),
+    "timer": (),
+    "target": (),
+    "worker-service": (),
+    "template": (),
+}
+
+
+def _debian_kind(unit: str, units: set[str]) -> str:
+    stem, _, suffix = unit.rpartition(".")
+    if stem.endswith("@"):
+        return "template"
+    if suffix == "service":
+        return "job-service" if f"{stem}.timer" in units else "worker-service"
+    return suffix
+
+
+def debian_fragment(package: str, generated: list[str]) -> bytes:
+    """debian/jobgen.mk: the override_dh_installsystemd recipe for these units."""
+    units = sorted(n for n in generated if "/" not in n)
+    lines = [
+        f"# Generated by jobgen render --layout debian --package {package}. Do not edit: re-run it.",
+        "# In debian/rules, after the `%:` rule:  include debian/jobgen.mk",
+        "# dh_installsystemd(1): --name=NAME installs debian/PKG.NAME.{service,timer,target}; the unit",
+        "# arguments are the units whose maintainer scripts enable and start them. The first line",
+        "# handles the package's own units (debian/PKG.service, units the build installed) as before.",
+        "jobgen_default_goal := $(.DEFAULT_GOAL)",
+        "",
+        "override_dh_installsystemd:",
+        "\tdh_installsystemd",
+    ]
+    for unit in units:
+        kind = _debian_kind(unit, set(units))
+        name = unit.rpartition(".")[0]
+        argv = ["dh_installsystemd", f"-p{package}", f"--name={name}", *DEBIAN_UNIT_OPTIONS[kind]]
+        if kind != "template":  # templates are never enabled or started by debhelper
+            argv.append(unit)
+        lines.append("\t" + " ".join(argv))
+    lines += ["", "# Including this file must not change which target `debian/rules` runs by default.", ".DEFAULT_GOAL := $(jobgen_default_goal)", ""]
+    return "\n".join(lines).encode()
 
 
 def folders(layout: Layout) -> tuple[str, ...]:
