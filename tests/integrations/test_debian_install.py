@@ -45,8 +45,11 @@ def test_install_starts_timer_and_workers_remove_stops_them_purge_forgets(contai
     # The job's service was installed, not run: no invocation yet, and it is static (the timer wants it).
     assert c.systemctl("show", "-P", "InvocationID", "nightly-report.service").stdout.strip() == ""
     assert states(c, "is-enabled", "nightly-report.service") == ["static"]
-    # postinst ran systemd-tmpfiles: the lock file is there before the first run or boot.
-    c.run("test", "-f", "/run/lock/jobgen/nightly-report.lock")
+    # postinst ran systemd-tmpfiles: the lock file the snippet names is there before the first
+    # run or boot.
+    snippet = c.read_file("/usr/lib/tmpfiles.d/shopjobs.conf").decode()
+    lock = next(w for line in snippet.splitlines() for w in line.split() if w.endswith("/nightly-report.lock"))
+    c.run("test", "-f", lock)
     # ... so the job runs through its lock now.
     c.systemctl("start", "nightly-report.service", timeout=120)
     assert c.systemctl("show", "-P", "Result", "nightly-report.service").stdout.strip() == "success"
