@@ -149,3 +149,15 @@ def test_example_playbook_is_valid() -> None:
             env=env, capture_output=True, text=True, timeout=120,
         )  # fmt: skip
         assert r.returncode == 0, r.stdout + r.stderr
+
+
+def test_module_documentation_is_what_ansible_doc_reads() -> None:
+    env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1"}
+    r = subprocess.run(
+        [str(Path(sys.executable).parent / "ansible-doc"), "--json", "jobgen.jobgen.jobgen_apply"],
+        env=env, capture_output=True, text=True, timeout=120,
+    )  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    doc = json.loads(r.stdout)["jobgen.jobgen.jobgen_apply"]["doc"]
+    assert set(doc["options"]) == {"manifests", "root", "layout", "restart", "stop_timeout", "systemd", "executable"}
+    assert doc["attributes"]["check_mode"]["support"] == doc["attributes"]["diff_mode"]["support"] == "full"
