@@ -35,7 +35,7 @@ def states(c: Container, verb: str, *units: str) -> list[str]:
     return c.systemctl(verb, *units, check=False).stdout.split()
 
 
-def test_install_starts_timer_and_workers_remove_stops_them_purge_forgets(container: Container, built_deb: Path) -> None:
+def test_install_starts_timer_and_workers_remove_stops_them_purge_keeps_the_stamp(container: Container, built_deb: Path) -> None:
     c = container
     c.write_file("/root/shopjobs.deb", built_deb.read_bytes())
     c.run("dpkg", "-i", "/root/shopjobs.deb")
