@@ -30,11 +30,14 @@ from container import (  # noqa: E402
     RELEASES,
     Container,
     HarnessError,
+    build_wheel,
     dev_null_intact,
     ensure_rootfs_all,
     format_journal,
     missing_prerequisites,
     reap_stale_containers,
+    rootfs_python,
+    wheelhouse,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -82,6 +85,52 @@ def systemd(request, e2e_host) -> Container:
     yield container
     container.halt()  # raises if a process, cgroup or mount was left behind, or /dev/null changed
     TIMINGS[f"halt, systemd {container.release} (s)"] = container.halt_seconds
+
+
+# ---------------------------------------------------------------------------------------------
+# jobgen installed inside a container
+
+
+@dataclass
+class JobgenDist:
+    """The wheel built from this worktree once per session, installable into any container."""
+
+    wheel: Path
+    installed: dict[int, str] = field(default_factory=dict)  # id(container) -> `jobgen --version`
+
+    def install(self, container: Container) -> str:
+        """Install into a booted container (once per boot); returns `jobgen --version` there."""
+        key = id(container), container.leader
+        if key not in self.installed:
+            started = time.monotonic()
+            deps = wheelhouse(REPO, rootfs_python(container.suite))
+            self.installed[key] = container.install_jobgen(self.wheel, deps)
+            TIMINGS.setdefault(f"install jobgen, systemd {container.release} (s)", time.monotonic() - started)
+        return self.installed[key]
+
+
+@pytest.fixture(scope="session")
+def jobgen_dist(e2e_host, tmp_path_factory) -> JobgenDist:
+    """`pip wheel --no-deps` of the worktree, built once; its dependencies come from a cached
+    wheelhouse per container Python (pip download on the host: the containers reach no index)."""
+    started = time.monotonic()
+    try:
+        wheel = build_wheel(REPO, tmp_path_factory.mktemp("wheel"))
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    TIMINGS["jobgen wheel built (s)"] = time.monotonic() - started
+    return JobgenDist(wheel)
+
+
+@pytest.fixture
+def systemd_jobgen(systemd, jobgen_dist) -> Container:
+    """The session's container of one systemd release with jobgen installed in /opt/jobgen
+    (`jobgen`, and `jobgen-generator` when the wheel has it, linked into /usr/bin)."""
+    try:
+        jobgen_dist.install(systemd)
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    return systemd
 
 
 # ---------------------------------------------------------------------------------------------

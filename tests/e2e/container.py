@@ -23,16 +23,22 @@ import atexit
 import contextlib
 import fcntl
 import glob
+import hashlib
+import io
 import json
 import os
+import platform
 import re
 import shutil
 import signal
 import stat
 import subprocess
+import sys
+import tarfile
 import tempfile
 import threading
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -41,8 +47,10 @@ RELEASES = {"252": "bookworm", "257": "trixie"}
 
 # What the root filesystem holds beyond debootstrap's minbase: systemd as init, util-linux for
 # flock(1) and logger(1) (the lock and the outcome reporter of jobgen's units), procps so a
-# scenario can find and kill a job's process. No dbus: nothing here needs systemd-run/busctl.
-ROOTFS_PACKAGES = ("systemd", "systemd-sysv", "util-linux", "procps")
+# scenario can find and kill a job's process, python3 + python3-venv so jobgen itself (the
+# wheel built from the worktree) runs where systemd runs: `jobgen apply`, `jobgen run`, the
+# generator, `jobgen lock`. No dbus: nothing here needs systemd-run/busctl.
+ROOTFS_PACKAGES = ("systemd", "systemd-sysv", "util-linux", "procps", "python3", "python3-venv")
 
 # Timers that would only add noise (and journal lines) to a throw-away container.
 ROOTFS_MASKED_UNITS = (
@@ -55,8 +63,10 @@ ROOTFS_MASKED_UNITS = (
     "systemd-tmpfiles-clean.timer",
 )
 
-# Bump when the recipe above changes: cached trees with another stamp are rebuilt.
-ROOTFS_RECIPE = {"version": 1, "packages": ROOTFS_PACKAGES, "masked": ROOTFS_MASKED_UNITS}
+# Bump when the recipe above changes: the version is part of the cache path (rootfs/SUITE.vN),
+# so a worktree still on an older recipe keeps its own tree instead of rebuilding ours, and
+# a tree with another stamp at our path is rebuilt.
+ROOTFS_RECIPE = {"version": 2, "packages": ROOTFS_PACKAGES, "masked": ROOTFS_MASKED_UNITS}
 ROOTFS_STAMP = "etc/jobgen-e2e-rootfs.json"
 
 CONTAINER_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
@@ -124,7 +134,7 @@ def debian_mirror() -> str:
 
 
 def rootfs_path(suite: str) -> Path:
-    return cache_dir() / "rootfs" / suite
+    return cache_dir() / "rootfs" / f"{suite}.v{ROOTFS_RECIPE['version']}"
 
 
 def rootfs_ready(suite: str) -> bool:
@@ -150,13 +160,13 @@ def _file_lock(path: Path):
 def ensure_rootfs(suite: str) -> float | None:
     """Build the suite's tree unless a current one is cached; seconds spent building, or None."""
     final = rootfs_path(suite)
-    with _file_lock(final.parent / f".{suite}.lock"):
+    with _file_lock(final.parent / f".{final.name}.lock"):
         if rootfs_ready(suite):
             return None
         started = time.monotonic()
         # Built next to its final place (same file system) and renamed in one step, so a
         # half-built tree is never mistaken for a cached one.
-        work = Path(tempfile.mkdtemp(prefix=f".{suite}.build-", dir=final.parent))
+        work = Path(tempfile.mkdtemp(prefix=f".{final.name}.build-", dir=final.parent))
         try:
             tree = work / "root"
             _debootstrap(suite, tree)
@@ -221,6 +231,80 @@ def _prepare_tree(tree: Path) -> None:
         if link.exists() or link.is_symlink():
             link.unlink()
         link.symlink_to("/dev/null")
+
+
+# ---------------------------------------------------------------------------------------------
+# jobgen inside the container: the wheel built from the worktree, installed offline
+
+
+JOBGEN_VENV = "/opt/jobgen"
+# Console scripts linked into /usr/bin, where units, the generator folder and root's PATH find
+# them; a script the wheel does not (yet) carry is not linked.
+JOBGEN_SCRIPTS = ("jobgen", "jobgen-generator")
+WHEELS_IN_CONTAINER = "/var/tmp/jobgen-wheels"
+
+
+def build_wheel(repo: Path, dest: Path) -> Path:
+    """`pip wheel --no-deps` of the worktree: the same artefact a user installs."""
+    dest.mkdir(parents=True, exist_ok=True)
+    r = subprocess.run(
+        [sys.executable, "-m", "pip", "wheel", "--no-deps", "-q", "-w", str(dest), str(repo)],
+        capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    wheels = sorted(dest.glob("jobgen-*.whl"))
+    if r.returncode != 0 or not wheels:
+        raise HarnessError(f"pip wheel of {repo} failed (exit {r.returncode}):\n{r.stderr[-4000:]}")
+    return wheels[-1]
+
+
+def runtime_requirements(repo: Path) -> list[str]:
+    with open(repo / "pyproject.toml", "rb") as f:
+        return list(tomllib.load(f)["project"]["dependencies"])
+
+
+def wheelhouse(repo: Path, python: str) -> Path:
+    """Wheels of jobgen's runtime dependencies for CPython `python` ("3.13") on this machine's
+    architecture, downloaded once into the cache (the container itself reaches no index)."""
+    reqs = runtime_requirements(repo)
+    key = hashlib.sha256(json.dumps([python, platform.machine(), reqs]).encode()).hexdigest()[:12]
+    final = cache_dir() / "wheelhouse" / f"cp{python.replace('.', '')}-{key}"
+    with _file_lock(final.parent / f".{final.name}.lock"):
+        if (final / "COMPLETE").exists():
+            return final
+        shutil.rmtree(final, ignore_errors=True)
+        arch = platform.machine()
+        abi = "cp" + python.replace(".", "")
+        argv = [
+            sys.executable, "-m", "pip", "download", "-q", "--dest", str(final),
+            "--only-binary=:all:", "--python-version", python, "--implementation", "cp", "--abi", abi,
+            "--platform", f"manylinux2014_{arch}", "--platform", f"manylinux_2_28_{arch}", *reqs,
+        ]  # fmt: skip
+        r = subprocess.run(argv, capture_output=True, text=True, timeout=900)
+        if r.returncode != 0:
+            shutil.rmtree(final, ignore_errors=True)
+            raise HarnessError(f"downloading jobgen's dependencies for Python {python} failed:\n{r.stderr[-4000:]}")
+        (final / "COMPLETE").write_text("\n".join(reqs) + "\n")
+        return final
+
+
+def rootfs_python(suite: str) -> str:
+    """The CPython version ("3.11") of a suite's root filesystem, read from the tree."""
+    found = sorted(
+        p.name[len("python"):]
+        for p in (rootfs_path(suite) / "usr/bin").glob("python3.*")
+        if re.fullmatch(r"python3\.\d+", p.name)
+    )
+    if not found:
+        raise HarnessError(f"no python3 in the {suite} root filesystem")
+    return found[-1]
+
+
+def _tar_of(files: list[Path]) -> bytes:
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        for f in files:
+            tar.add(f, arcname=f.name)
+    return buf.getvalue()
 
 
 # ---------------------------------------------------------------------------------------------
@@ -580,6 +664,25 @@ class Container:
             self.run("systemd-tmpfiles", "--create", *tmpfiles)
         self.systemctl("daemon-reload")
         return units
+
+    def install_jobgen(self, wheel: Path, deps: Path) -> str:
+        """Install the jobgen wheel (and its dependencies from the wheelhouse `deps`, no index)
+        into a venv at /opt/jobgen with /usr/bin links; returns `jobgen --version`."""
+        files = [wheel, *sorted(p for p in deps.iterdir() if p.suffix == ".whl")]
+        self.run("/bin/sh", "-c", f"rm -rf {WHEELS_IN_CONTAINER} && mkdir -p {WHEELS_IN_CONTAINER}")
+        self.run("tar", "-x", "-C", WHEELS_IN_CONTAINER, input=_tar_of(files), binary=True)
+        links = " ".join(JOBGEN_SCRIPTS)
+        script = f"""set -e
+            [ -x {JOBGEN_VENV}/bin/python ] || python3 -m venv {JOBGEN_VENV}
+            {JOBGEN_VENV}/bin/python -m pip install -q --disable-pip-version-check --no-index \\
+                --find-links {WHEELS_IN_CONTAINER} --force-reinstall {WHEELS_IN_CONTAINER}/{wheel.name}
+            for s in {links}; do
+                if [ -x {JOBGEN_VENV}/bin/$s ]; then ln -sfn {JOBGEN_VENV}/bin/$s /usr/bin/$s; fi
+            done
+            rm -rf {WHEELS_IN_CONTAINER}
+        """
+        self.run("/bin/sh", "-c", script, timeout=300)
+        return self.run("jobgen", "--version").stdout.strip()
 
     # -- the journal --------------------------------------------------------------------------
 
