@@ -11,12 +11,13 @@ folders the consumer reads (systemd.unit(5) "UNIT FILE LOAD PATH", tmpfiles.d(5)
           --name=UNIT), PKG.tmpfiles (dh_installtmpfiles(1)), and jobgen.mk, the
           override_dh_installsystemd lines that say which units are enabled and started
 
-Pure data plus one function; write.py and the host layer ask it, nothing else decides paths.
+Pure data plus small functions; write.py and the host layer ask it, nothing else decides paths.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
 
 TMPFILES_DIR = "tmpfiles.d"  # where render.py puts the snippet in its own (flat) naming
@@ -32,60 +33,8 @@ class Layout:
     unit_name: str = "{base}"
     tmpfiles_name: str = "{base}"
     needs_package: bool = False
-
-
-LAYOUTS: dict[str, Layout] = {
-    "flat": Layout("flat", "", "tmpfiles.d", "units side by side for review; tmpfiles.d/ is NOT a folder systemd-tmpfiles reads"),
-    "etc": Layout("etc", "etc/systemd/system", "etc/tmpfiles.d", "a root tree for the administrator (/etc)"),
-    "usr": Layout("usr", "usr/lib/systemd/system", "usr/lib/tmpfiles.d", "a root tree for a vendor package or image (/usr/lib)"),
-    # debhelper reads debian/PKG.NAME.service|timer|target with `dh_installsystemd --name=NAME`
-    # and debian/PKG.tmpfiles with dh_installtmpfiles (compat 13), see dh_installsystemd(1).
-    "debian": Layout("debian", "", "", "a package's debian/ folder for debhelper (compat 13); needs --package",
-                     unit_name="{package}.{base}", tmpfiles_name="{package}.tmpfiles", needs_package=True),
-}
-
-# Debian Policy 5.6.7: binary package names.
-_PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
-
-
-class LayoutError(ValueError):
-    """A layout cannot place these files (one line, for the user)."""
-
-
-def check_package(layout: Layout, package: str | None) -> None:
-    if layout.needs_package and not package:
-        raise LayoutError(f"--layout {layout.name} needs --package PKG (the binary package in debian/control)")
-    if package and not layout.needs_package:
-        raise LayoutError(f"--package is for --layout debian; --layout {layout.name} names no package")
-    if package and not _PACKAGE_NAME.fullmatch(package):
-        raise LayoutError(f"--package {package!r}: a Debian package name is lower-case letters, digits and +-. (at least two, starting with a letter or digit)")
-
-
-def place(layout: Layout, generated: str, package: str | None = None) -> str:
-    """The path, relative to the output folder, of a file render.py calls ``generated``."""
-    folder, _, base = generated.rpartition("/")
-    if folder == TMPFILES_DIR:
-        name, where = layout.tmpfiles_name.format(base=base, package=package), layout.tmpfiles
-    elif folder:
-        raise ValueError(f"render produced {generated!r}, which no layout places")
-    else:
-        name, where = layout.unit_name.format(base=base, package=package), layout.units
-    return f"{where}/{name}" if where else name
-
-
-def arrange(layout: Layout, generated: dict[str, bytes], package: str | None = None) -> dict[str, bytes]:
-    """Every generated file at its place in the layout, plus the files the layout adds."""
-    check_package(layout, package)
-    placed: dict[str, bytes] = {}
-    origin: dict[str, str] = {}
-    for name in sorted(generated):
-        where = place(layout, name, package)
-        if where in placed:
-            raise LayoutError(f"--layout {layout.name} puts both {origin[where]} and {name} in {where}; render one manifest with host locks per package")
-        placed[where], origin[where] = generated[name], name
-    if layout.name == "debian":
-        placed[DEBIAN_FRAGMENT] = debian_fragment(package or "", sorted(generated))
-    return placed
+    # Files the layout adds beside the units: (package, render.py's names) -> {name: bytes}.
+    extras: Callable[[str, list[str]], dict[str, bytes]] | None = None
 
 
 # --- debian: which units dh_installsystemd enables and starts -----------------------------
@@ -143,6 +92,64 @@ def debian_fragment(package: str, generated: list[str]) -> bytes:
         lines.append("\t" + " ".join(argv))
     lines += ["", "# Including this file must not change which target `debian/rules` runs by default.", ".DEFAULT_GOAL := $(jobgen_default_goal)", ""]
     return "\n".join(lines).encode()
+
+
+def _debian_extras(package: str, generated: list[str]) -> dict[str, bytes]:
+    return {DEBIAN_FRAGMENT: debian_fragment(package, generated)}
+
+
+LAYOUTS: dict[str, Layout] = {
+    "flat": Layout("flat", "", "tmpfiles.d", "units side by side for review; tmpfiles.d/ is NOT a folder systemd-tmpfiles reads"),
+    "etc": Layout("etc", "etc/systemd/system", "etc/tmpfiles.d", "a root tree for the administrator (/etc)"),
+    "usr": Layout("usr", "usr/lib/systemd/system", "usr/lib/tmpfiles.d", "a root tree for a vendor package or image (/usr/lib)"),
+    # debhelper reads debian/PKG.NAME.service|timer|target with `dh_installsystemd --name=NAME`
+    # and debian/PKG.tmpfiles with dh_installtmpfiles (compat 13), see dh_installsystemd(1).
+    "debian": Layout("debian", "", "", "a package's debian/ folder for debhelper (compat 13); needs --package",
+                     unit_name="{package}.{base}", tmpfiles_name="{package}.tmpfiles", needs_package=True, extras=_debian_extras),
+}
+
+# Debian Policy 5.6.7: binary package names.
+_PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+
+
+class LayoutError(ValueError):
+    """A layout cannot place these files (one line, for the user)."""
+
+
+def check_package(layout: Layout, package: str | None) -> None:
+    if layout.needs_package and not package:
+        raise LayoutError(f"--layout {layout.name} needs --package PKG (the binary package in debian/control)")
+    if package and not layout.needs_package:
+        raise LayoutError(f"--package is for --layout debian; --layout {layout.name} names no package")
+    if package and not _PACKAGE_NAME.fullmatch(package):
+        raise LayoutError(f"--package {package!r}: a Debian package name is lower-case letters, digits and +-. (at least two, starting with a letter or digit)")
+
+
+def place(layout: Layout, generated: str, package: str | None = None) -> str:
+    """The path, relative to the output folder, of a file render.py calls ``generated``."""
+    folder, _, base = generated.rpartition("/")
+    if folder == TMPFILES_DIR:
+        name, where = layout.tmpfiles_name.format(base=base, package=package), layout.tmpfiles
+    elif folder:
+        raise ValueError(f"render produced {generated!r}, which no layout places")
+    else:
+        name, where = layout.unit_name.format(base=base, package=package), layout.units
+    return f"{where}/{name}" if where else name
+
+
+def arrange(layout: Layout, generated: dict[str, bytes], package: str | None = None) -> dict[str, bytes]:
+    """Every generated file at its place in the layout, plus the files the layout adds."""
+    check_package(layout, package)
+    placed: dict[str, bytes] = {}
+    origin: dict[str, str] = {}
+    for name in sorted(generated):
+        where = place(layout, name, package)
+        if where in placed:
+            raise LayoutError(f"--layout {layout.name} puts both {origin[where]} and {name} in {where}; render one manifest with host locks per package")
+        placed[where], origin[where] = generated[name], name
+    if layout.extras:
+        placed.update(layout.extras(package or "", sorted(generated)))
+    return placed
 
 
 def folders(layout: Layout) -> tuple[str, ...]:
