@@ -149,7 +149,7 @@ STUBS = [PROGRAM, HOLDER]
 JOB = "job"
 LOCK = "catalog"
 BACKEND = "redis://127.0.0.1:6379/0"
-LOCK_FILE = f"/run/lock/jobgen/{LOCK}.lock"
+LOCK_FILE = f"/run/jobgen/{LOCK}.lock"
 
 # Lock scope -> (job keys, the argv systemd must see in front of the job's own argv), as
 # README and the project brief define them; written out here, not taken from plan.py.

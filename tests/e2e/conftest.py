@@ -161,7 +161,7 @@ def render(manifest: str, release: str, outdir: Path) -> Path:
 # Scenario helper: one per test, bound to the test's container
 
 
-LOCK_DIR = "/run/lock/jobgen"
+from jobgen.compiler.names import LOCK_DIR  # noqa: E402  (host lock files of rendered jobs)
 EX_TEMPFAIL = 75
 
 

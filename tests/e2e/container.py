@@ -642,7 +642,7 @@ class Container:
         """Install a rendered output tree; returns the unit file names installed.
 
         Unit files and drop-in folders go to /etc/systemd/system, tmpfiles.d/*.conf to
-        /etc/tmpfiles.d (then `systemd-tmpfiles --create` makes e.g. /run/lock/jobgen/);
+        /etc/tmpfiles.d (then `systemd-tmpfiles --create` makes e.g. /run/jobgen/);
         finally `systemctl daemon-reload`.
         """
         units, tmpfiles = [], []

@@ -98,3 +98,29 @@ def env_assignment(name: str, value: str) -> str:
     if "\x00" in value:
         raise ValueError("NUL byte in an environment value")
     return _quoted(f"{name}={value}".replace("%", "%%"))
+
+
+# A path as one word of a whitespace-separated setting: a tmpfiles.d(5) line's path field, or
+# one entry of ReadWritePaths= (systemd.exec(5)). Both read words the same way: a word may be
+# double-quoted, and a backslash makes the next character literal ('\"', '\\'). A path that
+# needs it is written as one quoted word, so a space stays part of the path and cannot start
+# the next field (tmpfiles: mode/user/group/age/argument). systemd-tmpfiles 252 and 257 read
+# '\x20' as 'x20': quotes and backslash-before-a-character are what is safe in both.
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_@+=:,./-]+")
+
+
+def path_word(path: str) -> str:
+    """One path as one word of a space-separated list (specifiers are the caller's part)."""
+    if CONTROL.search(path):
+        raise ValueError(f"control character in a path {path!r}")  # refused by validate.py
+    if _PLAIN_PATH.fullmatch(path):
+        return path
+    return '"' + path.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+def tmpfiles_path(path: str) -> str:
+    """The path field of a tmpfiles.d line. tmpfiles expands '%' specifiers and flock(1) does
+    not, so validate.py refuses '%' in a lock path rather than have two readings of it."""
+    if "%" in path:
+        raise ValueError(f"'%' in a tmpfiles.d path {path!r}")
+    return path_word(path)

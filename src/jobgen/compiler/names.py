@@ -24,7 +24,11 @@ USER_NAME = re.compile(r"[a-z_][a-z0-9_-]*\$?|[0-9]+")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UNIT_SUFFIXES = (".service", ".timer", ".target", ".socket", ".path", ".mount")
 
-LOCK_DIR = "/run/lock/jobgen"
+# Host lock files and overrun stamps. Under /run (root-only, 0755), not /run/lock: /run/lock is
+# world-writable (1777), so before the first `systemd-tmpfiles --create` any local user could
+# make /run/lock/jobgen/ and JOB.lock and hold flock(2) on it, and every run of the job would
+# be skipped (exit 75, logged as success). Nobody but root can create anything in /run.
+LOCK_DIR = "/run/jobgen"
 
 
 def job_name_problem(name: str) -> str | None:
@@ -50,3 +54,26 @@ def job_name_problem(name: str) -> str | None:
 
 def lock_file(name: str) -> str:
     return f"{LOCK_DIR}/{name}.lock"
+
+
+def stamp_file(job: str) -> str:
+    """Where the end time of the job's last run is kept (the overrun emulation's stamp)."""
+    return f"{LOCK_DIR}/{job}.ended"
+
+
+# A lock path reaches flock(1)'s argv in a unit file and the path field of a tmpfiles.d line:
+# both are escaped (escape.py), but a path the two would read differently is refused.
+_PATH_RULES = (
+    (lambda p: not p.startswith("/"), "must be an absolute path"),
+    (lambda p: "%" in p, "must not contain '%': systemd-tmpfiles would expand it as a specifier (tmpfiles.d(5)) and flock(1) would not, so the job would lock another file than the one created; write the path literally"),
+    (lambda p: any(ord(c) < 0x20 or c == "\x7f" for c in p), "must not contain control characters"),
+    (lambda p: any(c in ("", ".", "..") for c in p.split("/")[1:]), "must be normalized: no '.' or '..' component, no '//' and no trailing '/' (tmpfiles.d(5) refuses them)"),
+)
+
+
+def lock_path_problem(path: str) -> str | None:
+    """Why ``path`` cannot be a host lock file, or None. The caller shows the path."""
+    for broken, why in _PATH_RULES:
+        if broken(path):
+            return why
+    return None

@@ -7,7 +7,8 @@ that asked for it either has a fallback in ``FALLBACKS`` (reported as a note) or
 positioned error. Values that changed meaning across releases are gated the same way
 through ``Target.lacking_value``.
 
-Nothing here escapes text for unit files: argv stays a tuple of strings inside
+Nothing here escapes text for unit files (tmpfiles.d lines excepted: their path field is
+escaped here by escape.tmpfiles_path): argv stays a tuple of strings inside
 ``Exec`` values until the template filter renders it (escape.py).
 """
 
@@ -16,7 +17,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass, field
 
-from jobgen.compiler import names, timespec
+from jobgen.compiler import escape, names, timespec
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.target import Target, parse_target
@@ -294,7 +295,7 @@ def _hardening(u: _Unit, c: Common, writable: tuple[str, ...] = ()) -> None:
             u.set("Service", key, Raw(value), pos, f"hardening: {c.hardening}")
     if writable and chosen.get("ProtectSystem") == ["strict"]:
         for path in writable:
-            u.set("Service", "ReadWritePaths", Raw(path))
+            u.set("Service", "ReadWritePaths", Raw(escape.path_word(path)))  # a lock.path may hold a space
 
 
 # --------------------------------------------------------------------------- jobs
@@ -348,7 +349,7 @@ def _emulate_defer(ctx: _Context, timer: _Unit, job: Job) -> bool:
 def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[str]]:
     ctx.pos, ctx.what = job.pos, f"job '{job.name}'"
     argv, lockfile = _lock_argv(ctx, job)
-    stamp = f"{names.LOCK_DIR}/{job.name}.ended"
+    stamp = names.stamp_file(job.name)
     description = job.description or f"jobgen job {job.name}"
 
     timer = _Unit(ctx, f"{job.name}.timer", "timer")
@@ -425,11 +426,12 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
 
 
 def _tmpfile(path: str, c: Common) -> str:
-    # systemd-tmpfiles(8) 'f': create if missing, never truncate or age it. The job's user
-    # must be able to open it; others only read (flock(1) locks a read-only descriptor).
-    owner = c.user or "root"
-    group = c.group or ("root" if not c.user else "-")
-    return f"f {path} 0640 {owner} {group} -"
+    # systemd-tmpfiles(8) 'f': create if missing, never truncate or age it. Mode 0600 owned by
+    # the job's user: flock(1) needs only to open the file (read-only is enough), so whoever can
+    # open it can hold the lock and make every run exit 75 ("skipped", counted as success).
+    # Only the job's user and root can; not its group, not other users (README: Threat model).
+    # The group field is root: with 0600 it grants nothing, and a group name is not needed.
+    return f"f {escape.tmpfiles_path(path)} 0600 {c.user or 'root'} root -"
 
 
 # --------------------------------------------------------------------------- workers
@@ -514,7 +516,8 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
         # The lock directory is created with a deliberate owner and mode, once, by
         # systemd-tmpfiles; jobs never create or delete lock files (a lock is the kernel
         # lock on an open file, not the file's existence).
-        head = [f"d {names.LOCK_DIR} 0755 root root -"]
+        # 0755 root: only root creates, renames or removes a lock file in it (see LOCK_DIR).
+        head = [f"d {escape.tmpfiles_path(names.LOCK_DIR)} 0755 root root -"]
         name = tmpfiles_name or "jobgen.conf"
         files.append(UnitFile(f"tmpfiles.d/{name}", "tmpfiles", lines=tuple(head + sorted(tmp_lines))))
     if any(d.severity == ERROR for d in ctx.diags):

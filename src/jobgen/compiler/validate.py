@@ -611,6 +611,8 @@ def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, s
     if spec.path is not None and not spec.path.endswith(".lock"):
         # The name says what the file is for: nobody deletes a *.lock file to tidy up.
         p.error(kp["path"], f"{what}: 'lock.path' must end in .lock, got '{spec.path}'")
+    elif spec.path is not None and (why := names.lock_path_problem(spec.path)):
+        p.error(kp["path"], f"{what}: 'lock.path' {why}, got {spec.path!r}")
     if scope != "cluster":
         for key in ("backend", "ttl", "password_file", "credential"):
             if getattr(spec, _LOCK_FIELDS.get(key, key)) is not None:
