@@ -152,6 +152,35 @@ def arrange(layout: Layout, generated: dict[str, bytes], package: str | None = N
     return placed
 
 
+# Folders systemd reads unit files from (systemd.unit(5) "UNIT FILE LOAD PATH", system and
+# user managers). A tmpfiles.d/ folder inside one of them is read by nobody: systemd-tmpfiles
+# reads /etc/tmpfiles.d, /run/tmpfiles.d, /usr/local/lib/tmpfiles.d, /usr/lib/tmpfiles.d
+# (tmpfiles.d(5)), so lock files would not exist after the next reboot.
+UNIT_FOLDERS = (
+    "/etc/systemd/system", "/run/systemd/system", "/usr/local/lib/systemd/system",
+    "/usr/lib/systemd/system", "/lib/systemd/system",
+    "/etc/systemd/user", "/usr/lib/systemd/user", "/usr/local/lib/systemd/user",
+)  # fmt: skip
+
+
+def unread_tmpfiles(layout: Layout, output: str, generated: dict[str, bytes]) -> str | None:
+    """A warning when the flat layout puts a tmpfiles.d snippet where systemd reads units:
+    the units would load, the lock files they need would not be made at boot."""
+    real = output.rstrip("/") or "/"
+    if layout.name != "flat" or real not in UNIT_FOLDERS:
+        return None
+    snippets = sorted(place(layout, n) for n in generated if n.startswith(f"{TMPFILES_DIR}/"))
+    if not snippets:
+        return None
+    return (
+        f"{real}/{snippets[0]} is not read by systemd-tmpfiles (it reads /etc/tmpfiles.d, not a "
+        f"tmpfiles.d/ folder beside the units): the lock files would be missing after the next "
+        f"reboot and every host-locked job would fail. Install with `jobgen apply MANIFEST`, or "
+        f"render a root tree with `--layout etc -o /` (then `systemd-tmpfiles --create` and "
+        f"`systemctl daemon-reload`)"
+    )
+
+
 def folders(layout: Layout) -> tuple[str, ...]:
     """The folders a layout writes into (what --prune may look at, nothing else)."""
     return tuple(sorted({layout.units, layout.tmpfiles}))
