@@ -20,7 +20,7 @@ from jobgen import __version__
 from jobgen.cli.exits import EXIT_INVALID, EXIT_OK
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
-COMMANDS = ("render", "check", "run", "directives")
+COMMANDS = ("render", "check", "run", "apply", "directives")
 
 
 class Format(str, Enum):

@@ -1,0 +1,146 @@
+"""`jobgen apply`: render manifests and install them on this host (or into an image root).
+
+The interface is agreed in the apply contract (README: Deploying): exit 0 applied or nothing
+to do, 1 --check found changes, 2 invalid manifest or usage, 3 applied but a unit failed
+(named), 4 refused (not root, no systemd, a file jobgen did not write): nothing changed.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Optional
+
+import typer
+
+from jobgen.cli.app import Format, FormatOpt, emit_json, err, holder_option, resolve_target
+from jobgen.cli.exits import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
+
+LAYOUTS = ("etc", "usr")  # apply installs where systemd reads; flat is for review (render)
+
+
+def _doc(**kw) -> dict:
+    doc = {"format": 1, "ok": True, "check": False, "changed": False, "files": [], "actions": [], "diagnostics": [], "errors": []}
+    doc.update(kw)
+    return doc
+
+
+def register(app: typer.Typer) -> None:
+    @app.command()
+    def apply(
+        manifests: list[Path] = typer.Argument(..., metavar="MANIFEST...", help="Manifest files."),
+        root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="Install into an image root: no running systemd is touched; enabling makes the .wants/ links (systemctl --root)."),
+        layout_name: str = typer.Option("etc", "--layout", metavar="etc|usr", help="etc: /etc/systemd/system + /etc/tmpfiles.d; usr: /usr/lib/systemd/system + /usr/lib/tmpfiles.d."),
+        check: bool = typer.Option(False, "--check", help="Change nothing; list the file changes and actions; exit 1 if anything would change."),
+        diff: bool = typer.Option(False, "--diff", help="Change nothing; show a unified diff of every file change and the actions."),
+        restart: str = typer.Option("changed", "--restart", metavar="changed|never", help="Restart running workers whose units changed (gracefully: SIGTERM, then stop_timeout)."),
+        stop_timeout: float = typer.Option(300.0, "--stop-timeout", metavar="SECONDS", help="How long a removed job's run in progress is waited for before it is stopped."),
+        systemd: Optional[str] = typer.Option(None, "--systemd", help="Target systemd version; default: this host's (auto). With --root: give it, or set target: in the manifest."),
+        fmt: Format = FormatOpt,
+        holder: str = holder_option(),
+    ) -> None:
+        """Install manifests where systemd reads them: write, reload, enable, start; remove what was dropped."""
+        from jobgen.compiler import layout, pipeline
+        from jobgen.compiler.diagnostics import ManifestError
+        from jobgen.host import apply as host
+
+        json_out = fmt == Format.json
+        dry = check or diff
+
+        def fail(code: int, errors: list[str], diagnostics: list | None = None) -> None:
+            if json_out:
+                emit_json(_doc(ok=False, check=check, errors=errors, diagnostics=[d.as_json() for d in diagnostics or []]))
+            else:
+                for d in diagnostics or []:
+                    err(str(d))
+                for line in errors:
+                    err(f"jobgen: error: {line}")
+            raise typer.Exit(code)
+
+        if layout_name not in LAYOUTS:
+            fail(EXIT_INVALID, [f"--layout {layout_name}: apply installs with etc or usr (flat is for review: jobgen render)"])
+        if restart not in ("changed", "never"):
+            fail(EXIT_INVALID, [f"--restart {restart}: choose changed or never"])
+        if stop_timeout < 0:
+            fail(EXIT_INVALID, ["--stop-timeout must be 0 or more seconds"])
+        names = [p.name for p in manifests]
+        if len(set(names)) != len(names):
+            fail(EXIT_INVALID, ["two manifests have the same file name; rename one (generated files name their manifest by file name)"])
+        where = host.Where(root or Path("/"), layout.LAYOUTS[layout_name], image=root is not None)
+        if root is not None and not root.is_dir():
+            fail(EXIT_INVALID, [f"--root {root}: not a folder"])
+        if problem := host.host_problem(where, dry):
+            fail(EXIT_REFUSED, [problem])
+
+        target = resolve_target(systemd if systemd or root is not None else "auto", None)
+        results, problems = [], []
+        for path in manifests:
+            try:
+                results.append(pipeline.build(str(path), target, holder))
+            except ManifestError as exc:
+                problems += exc.diagnostics
+        if problems:
+            fail(EXIT_INVALID, [f"{sum(d.severity == 'error' for d in problems)} error(s) in the manifests; nothing changed"], problems)
+        notes = [d for r in results for d in r.diagnostics]
+        if target is None and any(d.message.startswith("no target systemd given") for d in notes):
+            fail(EXIT_INVALID, ["--root: give --systemd VERSION (the image's systemd) or target: in the manifest"], notes)
+
+        desired: dict[str, bytes] = {}
+        made_by: dict[str, str] = {}
+        for path, result in zip(manifests, results):
+            for name, data in layout.arrange(where.layout, result.files).items():
+                if name in desired and desired[name] != data:
+                    fail(EXIT_INVALID, [f"{name} is generated by both {made_by[name]} and {path.name}"])
+                desired[name], made_by[name] = data, path.name
+
+        existing, refused = host.read_tree(where, desired, made_by)
+        if refused:
+            fail(EXIT_REFUSED, [*refused, "nothing changed"])
+        state = host.query_state(where, host.units_to_ask(desired, existing))
+        the_plan = host.plan_apply(where, desired, existing, state, restart)
+
+        failed: list[str] = []
+        steps = the_plan.steps
+        if not dry:
+            outcome = host.execute(where, the_plan, stop_timeout)
+            steps, failed = outcome.done, outcome.failed
+        shown = lambda rel: str(where.root / rel)  # noqa: E731
+        if json_out:
+            doc = _doc(
+                ok=not failed,
+                check=check,
+                changed=the_plan.changed,
+                files=[{"path": shown(f.path), "action": f.action} for f in the_plan.files],
+                actions=[{"argv": list(s.argv), "why": s.why} for s in steps],
+                diagnostics=[d.as_json() for d in notes],
+                errors=failed,
+            )
+            if diff:
+                doc["diff"] = "".join(_diff(f) for f in the_plan.files if f.changes_anything)
+            emit_json(doc)
+        else:
+            for d in notes:
+                err(str(d))
+            for f in the_plan.files:
+                verb = f"would {f.action}" if dry and f.changes_anything else f.action
+                typer.echo(f"{verb:9} {shown(f.path)}")
+                if diff and f.changes_anything:
+                    typer.echo(_diff(f), nl=False)
+            for s in steps:
+                typer.echo(f"{'would run' if dry else 'ran':9} {' '.join(s.argv)}  # {s.why}")
+            for line in failed:
+                err(f"jobgen: error: {line}")
+            if not the_plan.changed:
+                typer.echo("nothing to do")
+        if failed:
+            raise typer.Exit(EXIT_PARTIAL)
+        raise typer.Exit(EXIT_DRIFT if check and the_plan.changed else EXIT_OK)
+
+
+def _diff(f) -> str:
+    import difflib
+
+    old = (f.old or b"").decode("utf-8", "replace").splitlines(keepends=True)
+    new = (f.new or b"").decode("utf-8", "replace").splitlines(keepends=True)
+    before = f"a/{f.path}" if f.old is not None else "/dev/null"
+    after = f"b/{f.path}" if f.new is not None else "/dev/null"
+    return "".join(difflib.unified_diff(old, new, before, after))

@@ -1,0 +1,364 @@
+"""`jobgen apply`: install rendered units where systemd reads them, in one idempotent step.
+
+Two halves, as everywhere in jobgen:
+
+* ``plan_apply`` is pure. From the files to install (already placed by a layout), what is on
+  disk now (``read_tree``) and what systemd says about the units (``UnitState``), it returns
+  the file changes and the ordered ``systemctl`` / ``systemd-tmpfiles`` calls, each with the
+  reason. ``--check`` and ``--diff`` print that plan and stop.
+* ``execute`` carries a plan out: stop and disable what was removed, write the files
+  (write.py, atomically), ``daemon-reload``, ``systemd-tmpfiles --create``, restart changed
+  workers, enable and start what is not yet enabled or active. A unit that fails to start is
+  named; the rest is still applied.
+
+Rules the plan keeps (README: Deploying):
+
+* Ownership: a file is jobgen's from manifest M when its first line is the header jobgen
+  writes for M. A file at a generated path that is not (hand-written, another manifest's,
+  a symbolic link, a mask) is never overwritten: the whole apply is refused, naming it.
+  A file is removed only when it is M's and M no longer generates it.
+* Stop before delete: a removed job's timer is stopped first (no new run starts), a run in
+  progress is waited for up to ``--stop-timeout`` and only then stopped (SIGTERM, then the
+  unit's own stop timeout), then the timer is disabled, and only then are its files removed.
+* Idempotent: a second apply finds every file identical and every entry unit enabled and
+  active, so it changes nothing and calls no state-changing command (only read-only queries:
+  ``is-enabled``, ``is-active``).
+* ``--root DIR`` (an image root): no running systemd is asked or touched; enabling is done by
+  ``systemctl --root=DIR enable``, which makes the same ``.wants/`` links an enable on the
+  booted image would; lock files are made by systemd-tmpfiles-setup.service at its boot.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import stat
+import subprocess
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from jobgen.compiler import layout as layouts
+from jobgen.compiler import write
+from jobgen.compiler.render import HEADER_MARK
+
+# The rest of the header's first line (templates/unit.j2, templates/tmpfiles.j2).
+HEADER_TAIL = ". Do not edit: change the manifest and re-run"
+UNIT_SUFFIXES = (".service", ".timer", ".target")
+RUNNING = frozenset({"active", "activating", "deactivating", "reloading", "refreshing"})
+ENABLED = frozenset({"enabled", "enabled-runtime"})
+POLL_SECONDS = 0.5  # how often a removed job's run in progress is asked whether it ended
+
+CREATE, UPDATE, IDENTICAL, REMOVE = write.CREATE, write.UPDATE, write.IDENTICAL, write.REMOVE
+
+
+class Refused(Exception):
+    """apply cannot go ahead; nothing was changed. One line per reason."""
+
+    def __init__(self, reasons: list[str]):
+        self.reasons = reasons
+        super().__init__("; ".join(reasons))
+
+
+@dataclass(frozen=True)
+class Where:
+    """Where to install: this host (root "/", running systemd) or an image root."""
+
+    root: Path
+    layout: layouts.Layout
+    image: bool  # --root DIR: no running systemd
+
+    def systemctl(self, *args: str) -> tuple[str, ...]:
+        return ("systemctl", f"--root={self.root}", *args) if self.image else ("systemctl", *args)
+
+
+@dataclass(frozen=True)
+class FileChange:
+    path: str  # relative to the root, e.g. etc/systemd/system/x.timer
+    action: str  # create | update | identical | remove
+    old: bytes | None
+    new: bytes | None
+
+    @property
+    def changes_anything(self) -> bool:
+        return self.action != IDENTICAL
+
+
+@dataclass(frozen=True)
+class Step:
+    argv: tuple[str, ...]
+    why: str
+    wait_for: str | None = None  # a removed job's service: wait while it runs, then argv if still running
+
+
+@dataclass
+class ApplyPlan:
+    files: list[FileChange]
+    before: list[Step]  # stop/disable removed units: before their files go
+    after: list[Step]  # reload, tmpfiles, restarts, enable/start: after the files are written
+
+    @property
+    def steps(self) -> list[Step]:
+        return self.before + self.after
+
+    @property
+    def changed(self) -> bool:
+        return bool(self.steps) or any(f.changes_anything for f in self.files)
+
+
+@dataclass
+class UnitState:
+    """What systemd says about units (systemctl is-enabled / is-active), by unit name."""
+
+    enabled: dict[str, str] = field(default_factory=dict)
+    active: dict[str, str] = field(default_factory=dict)
+
+    def is_enabled(self, unit: str) -> bool:
+        return self.enabled.get(unit, "not-found") in ENABLED
+
+    def is_running(self, unit: str) -> bool:
+        return self.active.get(unit, "inactive") in RUNNING
+
+
+# --------------------------------------------------------------------------- reading
+
+
+def header_line(manifest: str) -> str:
+    return f"{HEADER_MARK}{manifest}{HEADER_TAIL}"
+
+
+def owner(data: bytes, manifests: set[str]) -> str | None:
+    """The manifest (of ``manifests``) that wrote ``data``, judged by the exact first line."""
+    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
+    return next((m for m in sorted(manifests) if first == header_line(m)), None)
+
+
+def _read(path: Path) -> tuple[bytes | None, str | None]:
+    """(content, None), (None, None) when absent, or (None, why it cannot be jobgen's)."""
+    try:
+        st = os.lstat(path)
+    except FileNotFoundError:
+        return None, None
+    if stat.S_ISLNK(st.st_mode):
+        target = os.readlink(path)
+        if target == "/dev/null":
+            return None, "is masked (a symbolic link to /dev/null): unmask it or drop the job"
+        return None, f"is a symbolic link (to {target}), not a file jobgen wrote"
+    if not stat.S_ISREG(st.st_mode):
+        return None, "is not a regular file"
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    with os.fdopen(fd, "rb") as fh:
+        return fh.read(), None
+
+
+def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) -> tuple[dict[str, bytes], list[str]]:
+    """What is on disk now: the desired paths, plus every file in the layout's folders that a
+    given manifest wrote (candidates for removal). Returns (path -> bytes, refusals)."""
+    manifests = set(made_by.values())
+    existing: dict[str, bytes] = {}
+    refused: list[str] = []
+    for rel in sorted(desired):
+        data, why = _read(where.root / rel)
+        if why:
+            refused.append(f"{where.root / rel} {why}")
+        elif data is not None:
+            if owner(data, {made_by[rel]}) is None:
+                theirs = owner(data, _any_manifest(data))
+                by = f"jobgen wrote it from {theirs}, not {made_by[rel]}" if theirs else "jobgen did not write it"
+                refused.append(f"{where.root / rel} exists and {by}: move it away or rename the job")
+            else:
+                existing[rel] = data
+    for folder in sorted(set(layouts.folders(where.layout))):
+        base = where.root / folder
+        if not base.is_dir() or base.is_symlink():
+            continue
+        for entry in sorted(base.iterdir()):
+            rel = f"{folder}/{entry.name}" if folder else entry.name
+            if rel in desired or entry.is_symlink() or not entry.is_file():
+                continue
+            if not entry.name.endswith((*UNIT_SUFFIXES, ".conf")):
+                continue
+            data, _ = _read(entry)
+            if data is not None and owner(data, manifests):
+                existing[rel] = data
+    return existing, refused
+
+
+def _any_manifest(data: bytes) -> set[str]:
+    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
+    if first.startswith(HEADER_MARK) and first.endswith(HEADER_TAIL):
+        return {first[len(HEADER_MARK):-len(HEADER_TAIL)]}
+    return set()
+
+
+# --------------------------------------------------------------------------- planning
+
+
+def _unit(rel: str) -> str | None:
+    name = rel.rpartition("/")[2]
+    return name if name.endswith(UNIT_SUFFIXES) else None
+
+
+def _has_install(data: bytes) -> bool:
+    return b"\n[Install]\n" in data
+
+
+def _stem(unit: str) -> str:
+    return unit.rpartition(".")[0].split("@", 1)[0]
+
+
+def entry_units(files: dict[str, bytes]) -> dict[str, str]:
+    """Units that are enabled and started (those with [Install]): timers of jobs, worker
+    targets, single workers. -> unit name: 'timer' | 'worker'."""
+    out = {}
+    for rel, data in files.items():
+        unit = _unit(rel)
+        if unit and _has_install(data) and "@." not in unit:
+            out[unit] = "timer" if unit.endswith(".timer") else "worker"
+    return out
+
+
+def plan_apply(where: Where, desired: dict[str, bytes], existing: dict[str, bytes], state: UnitState, restart: str = "changed", origin: dict[str, str] | None = None) -> ApplyPlan:
+    """The file changes and the ordered calls that make the host match ``desired``."""
+    origin = origin or {}
+    files = [_change(rel, existing.get(rel), desired.get(rel)) for rel in sorted(set(desired) | set(existing))]
+    changed = {f.path for f in files if f.changes_anything}
+    before: list[Step] = []
+    after: list[Step] = []
+    old_entries = entry_units(existing)
+    new_entries = entry_units(desired)
+    for unit in sorted(set(old_entries) - set(new_entries)):
+        before += _retire(where, unit, old_entries[unit], state, origin)
+    if not where.image and any(_unit(p) for p in changed):
+        after.append(Step(("systemctl", "daemon-reload"), "unit files changed"))
+    if not where.image:
+        for f in files:
+            if f.action in (CREATE, UPDATE) and not _unit(f.path):
+                after.append(Step(("systemd-tmpfiles", "--create", f"/{f.path}"), "lock files of host-locked jobs (tmpfiles.d snippet written)"))
+    created = {_unit(f.path) for f in files if f.action == CREATE}
+    updated_stems = {_stem(u) for f in files if f.action == UPDATE and (u := _unit(f.path))}
+    for unit in sorted(new_entries):
+        after += _converge(where, unit, new_entries[unit], state, is_new=unit in created, changed=_stem(unit) in updated_stems, restart=restart)
+    return ApplyPlan(files, before, after)
+
+
+def _change(rel: str, old: bytes | None, new: bytes | None) -> FileChange:
+    if new is None:
+        return FileChange(rel, REMOVE, old, None)
+    if old is None:
+        return FileChange(rel, CREATE, None, new)
+    return FileChange(rel, IDENTICAL if old == new else UPDATE, old, new)
+
+
+def _retire(where: Where, unit: str, kind: str, state: UnitState, origin: dict[str, str]) -> list[Step]:
+    """Stop, wait, disable: what comes before a removed job's or worker's files go."""
+    gone = "no longer in its manifest"
+    steps = []
+    if not where.image and state.is_running(unit):
+        steps.append(Step(where.systemctl("stop", unit), f"{gone}: stop it first (no new run starts)"))
+    if kind == "timer" and not where.image:
+        service = unit.removesuffix(".timer") + ".service"
+        if state.is_running(service):
+            steps.append(Step(where.systemctl("stop", service), f"{gone}: its run in progress is waited for (--stop-timeout), then stopped", wait_for=service))
+    if state.is_enabled(unit):
+        steps.append(Step(where.systemctl("disable", unit), f"{gone}: disabled before its files are removed"))
+    return steps
+
+
+def _converge(where: Where, unit: str, kind: str, state: UnitState, *, is_new: bool, changed: bool, restart: str) -> list[Step]:
+    what = "timer" if kind == "timer" else "worker"
+    enabled = not is_new and state.is_enabled(unit)
+    running = not is_new and state.is_running(unit)
+    if where.image:
+        return [] if enabled else [Step(where.systemctl("enable", unit), f"new {what}" if is_new else f"{what} not enabled")]
+    if not enabled and not running:
+        return [Step(where.systemctl("enable", "--now", unit), f"new {what}" if is_new else f"{what} not enabled and not running")]
+    steps = []
+    if not enabled:
+        steps.append(Step(where.systemctl("enable", unit), f"{what} not enabled"))
+    if not running:
+        steps.append(Step(where.systemctl("start", unit), f"{what} not running"))
+    elif changed and kind == "worker" and restart == "changed":
+        steps.append(Step(where.systemctl("restart", unit), "worker changed: restarted gracefully (SIGTERM, then its stop_timeout)"))
+    return steps
+
+
+# --------------------------------------------------------------------------- the host
+
+
+def host_problem(where: Where, check: bool) -> str | None:
+    """Why apply cannot run on this host, or None (--check only reads)."""
+    if where.image:
+        return None
+    if not check and os.geteuid() != 0:
+        return "installing units needs root (run as root, or use --check to see what would change)"
+    if not os.path.isdir("/run/systemd/system"):
+        return "systemd is not running on this host (no /run/systemd/system); to fill an image root use --root DIR"
+    if shutil.which("systemctl") is None:
+        return "systemctl not found"
+    return None
+
+
+def _run(argv: tuple[str, ...], timeout: float = 600) -> subprocess.CompletedProcess:
+    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+
+
+def query_state(where: Where, units: list[str]) -> UnitState:
+    """is-enabled / is-active of each unit: read-only questions, one call each."""
+    state = UnitState()
+    units = sorted(set(units))
+    if not units or (where.image and shutil.which("systemctl") is None):
+        return state
+    enabled = _run(where.systemctl("is-enabled", *units)).stdout.split()
+    state.enabled = dict(zip(units, enabled)) if len(enabled) == len(units) else {}
+    if not where.image:
+        active = _run(("systemctl", "is-active", *units)).stdout.split()
+        state.active = dict(zip(units, active)) if len(active) == len(units) else {}
+    return state
+
+
+def units_to_ask(desired: dict[str, bytes], existing: dict[str, bytes]) -> list[str]:
+    """Entry units and, for removed timers, their services (is a run in progress?)."""
+    units = set(entry_units(existing)) | {u for u in entry_units(desired) if any(_unit(r) == u for r in existing)}
+    units |= {u.removesuffix(".timer") + ".service" for u in entry_units(existing) if u.endswith(".timer")}
+    return sorted(units)
+
+
+@dataclass
+class Outcome:
+    done: list[Step] = field(default_factory=list)
+    failed: list[str] = field(default_factory=list)
+
+
+def execute(where: Where, plan: ApplyPlan, stop_timeout: float) -> Outcome:
+    out = Outcome()
+    for step in plan.before:
+        _do(step, out, stop_timeout)
+    _write(where, plan.files)
+    for step in plan.after:
+        _do(step, out, stop_timeout)
+    return out
+
+
+def _do(step: Step, out: Outcome, stop_timeout: float) -> None:
+    if step.wait_for:
+        deadline = time.monotonic() + stop_timeout
+        while time.monotonic() < deadline:
+            if _run(("systemctl", "is-active", step.wait_for)).stdout.strip() not in RUNNING:
+                return  # the run ended on its own: nothing to stop
+            time.sleep(POLL_SECONDS)
+    r = _run(step.argv)
+    out.done.append(step)
+    if r.returncode != 0:
+        detail = (r.stderr.strip().splitlines() or [f"exit {r.returncode}"])[-1]
+        out.failed.append(f"`{' '.join(step.argv)}` failed ({step.why}): {detail}")
+
+
+def _write(where: Where, files: list[FileChange]) -> None:
+    by_folder: dict[str, list[write.Change]] = {}
+    for f in files:
+        if f.changes_anything:
+            folder, _, name = f.path.rpartition("/")
+            by_folder.setdefault(folder, []).append(write.Change(name, f.action, f.old, f.new))
+    for folder, changes in sorted(by_folder.items()):
+        write.apply(where.root / folder, changes)

@@ -1,0 +1,234 @@
+"""`jobgen apply` without a running systemd: into an image root (--root, real `systemctl
+--root`), the refusals, and the order of the calls the pure planner chooses. The same
+command on a booted systemd 252 and 257 is in tests/e2e/test_apply.py."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobgen.compiler import layout
+from jobgen.host import apply as host
+
+V1 = """\
+jobgen: 1
+target: {systemd: 252}
+jobs:
+  tick:
+    command: [/bin/true]
+    schedule: hourly
+  tock:
+    command: [/bin/true]
+    schedule: daily
+workers:
+  queue:
+    command: [/bin/sleep, infinity]
+    stop_timeout: 5s
+    instances: 2
+"""
+V2 = V1.replace("  tock:\n    command: [/bin/true]\n    schedule: daily\n", "")  # tock removed
+
+needs_systemctl = pytest.mark.skipif(subprocess.run(["which", "systemctl"], capture_output=True).returncode != 0, reason="needs systemctl (systemd package) for --root")
+
+
+def jobgen(*args: str) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-m", "jobgen", *args], capture_output=True, text=True, timeout=120)
+
+
+def apply_json(manifest: Path, root: Path, *extra: str) -> tuple[int, dict]:
+    r = jobgen("apply", str(manifest), "--root", str(root), "--format", "json", *extra)
+    return r.returncode, json.loads(r.stdout)
+
+
+def snapshot(root: Path) -> dict[str, str]:
+    """Every file and link under root: content or link target."""
+    out = {}
+    for p in sorted(root.rglob("*")):
+        rel = str(p.relative_to(root))
+        if p.is_symlink():
+            out[rel] = "-> " + os.readlink(p)
+        elif p.is_file():
+            out[rel] = p.read_text()
+    return out
+
+
+@pytest.fixture
+def shop(tmp_path) -> Path:
+    (tmp_path / "m").mkdir()
+    path = tmp_path / "m" / "shop.yaml"
+    path.write_text(V1)
+    (tmp_path / "root").mkdir()
+    return path
+
+
+@needs_systemctl
+def test_root_apply_writes_enables_by_links_and_a_second_apply_does_nothing(shop, tmp_path):
+    root = tmp_path / "root"
+    code, doc = apply_json(shop, root)
+    assert code == 0 and doc["ok"] and doc["changed"], doc
+    units = root / "etc/systemd/system"
+    assert {f["path"]: f["action"] for f in doc["files"]} == {
+        f"{units}/queue.target": "create",
+        f"{units}/queue@.service": "create",
+        f"{units}/tick.service": "create",
+        f"{units}/tick.timer": "create",
+        f"{units}/tock.service": "create",
+        f"{units}/tock.timer": "create",
+        f"{root}/etc/tmpfiles.d/jobgen-shop.conf": "create",
+    }
+    assert [a["argv"] for a in doc["actions"]] == [
+        ["systemctl", f"--root={root}", "enable", "queue.target"],
+        ["systemctl", f"--root={root}", "enable", "tick.timer"],
+        ["systemctl", f"--root={root}", "enable", "tock.timer"],
+    ]
+    # What `systemctl enable` makes on a booted host: the [Install] WantedBy= links.
+    assert os.readlink(units / "timers.target.wants/tick.timer") == "/etc/systemd/system/tick.timer"
+    assert os.readlink(units / "multi-user.target.wants/queue.target") == "/etc/systemd/system/queue.target"
+
+    before = snapshot(root)
+    code, again = apply_json(shop, root)
+    assert (code, again["changed"], again["actions"]) == (0, False, [])
+    assert {f["action"] for f in again["files"]} == {"identical"}
+    assert snapshot(root) == before
+
+
+@needs_systemctl
+def test_check_and_diff_list_everything_and_change_nothing(shop, tmp_path):
+    root = tmp_path / "root"
+    code, doc = apply_json(shop, root, "--check", "--diff")
+    assert code == 1 and doc["check"] and doc["changed"]
+    assert "+++ b/etc/systemd/system/tick.timer\n" in doc["diff"] and "+OnCalendar=*-*-* *:00:00\n" in doc["diff"]
+    assert any(a["argv"][-2:] == ["enable", "tick.timer"] for a in doc["actions"])
+    assert snapshot(root) == {}
+
+
+@needs_systemctl
+def test_a_removed_job_is_disabled_before_its_files_go(shop, tmp_path):
+    root = tmp_path / "root"
+    assert apply_json(shop, root)[0] == 0
+    shop.write_text(V2)
+    code, doc = apply_json(shop, root)
+    assert code == 0, doc
+    removed = sorted(Path(f["path"]).name for f in doc["files"] if f["action"] == "remove")
+    assert removed == ["tock.service", "tock.timer"]
+    assert [a["argv"] for a in doc["actions"]] == [["systemctl", f"--root={root}", "disable", "tock.timer"]]
+    assert not os.path.lexists(root / "etc/systemd/system/timers.target.wants/tock.timer")
+    assert os.path.lexists(root / "etc/systemd/system/timers.target.wants/tick.timer")
+
+
+@needs_systemctl
+def test_usr_layout_installs_vendor_units(shop, tmp_path):
+    root = tmp_path / "root"
+    code, doc = apply_json(shop, root, "--layout", "usr")
+    assert code == 0, doc
+    assert (root / "usr/lib/systemd/system/tick.timer").is_file()
+    assert (root / "usr/lib/tmpfiles.d/jobgen-shop.conf").is_file()
+    assert os.readlink(root / "etc/systemd/system/timers.target.wants/tick.timer") == "/usr/lib/systemd/system/tick.timer"
+
+
+@pytest.mark.parametrize(
+    "existing, why",
+    [
+        ("[Unit]\nDescription=the administrator's own tick\n", "exists and jobgen did not write it"),
+        ("# Generated by jobgen from other.yaml. Do not edit: change the manifest and re-run\n", "exists and jobgen wrote it from other.yaml, not shop.yaml"),
+    ],
+)
+def test_a_file_jobgen_did_not_write_is_never_overwritten(shop, tmp_path, existing, why):
+    root = tmp_path / "root"
+    theirs = root / "etc/systemd/system/tick.timer"
+    theirs.parent.mkdir(parents=True)
+    theirs.write_text(existing)
+    code, doc = apply_json(shop, root)
+    assert (code, doc["ok"]) == (4, False)
+    assert doc["errors"] == [f"{theirs} {why}: move it away or rename the job", "nothing changed"]
+    assert snapshot(root) == {"etc/systemd/system/tick.timer": existing}
+
+
+def test_a_masked_unit_is_refused(shop, tmp_path):
+    root = tmp_path / "root"
+    units = root / "etc/systemd/system"
+    units.mkdir(parents=True)
+    (units / "tick.timer").symlink_to("/dev/null")
+    code, doc = apply_json(shop, root)
+    assert code == 4
+    assert doc["errors"][0] == f"{units}/tick.timer is masked (a symbolic link to /dev/null): unmask it or drop the job"
+    assert os.readlink(units / "tick.timer") == "/dev/null" and not (units / "tick.service").exists()
+
+
+def test_root_without_a_target_systemd_is_refused(tmp_path):
+    (tmp_path / "m.yaml").write_text(V1.replace("target: {systemd: 252}\n", ""))
+    r = jobgen("apply", str(tmp_path / "m.yaml"), "--root", str(tmp_path))
+    assert r.returncode == 2
+    assert "jobgen: error: --root: give --systemd VERSION (the image's systemd) or target: in the manifest" in r.stderr
+
+
+@pytest.mark.skipif(os.path.isdir("/run/systemd/system"), reason="this host runs systemd")
+def test_without_a_running_systemd_apply_refuses_and_names_root(shop):
+    r = jobgen("apply", str(shop))
+    assert r.returncode == 4
+    assert r.stderr.endswith("jobgen: error: systemd is not running on this host (no /run/systemd/system); to fill an image root use --root DIR\n")
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops to nobody")
+def test_not_root_is_refused():
+    where = host.Where(Path("/"), layout.LAYOUTS["etc"], image=False)
+    r = subprocess.run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-c",
+         "import sys; from jobgen.host import apply as h; from jobgen.compiler import layout; from pathlib import Path;"
+         "print(h.host_problem(h.Where(Path('/'), layout.LAYOUTS['etc'], image=False), check=False))"],
+        capture_output=True, text=True, env={**os.environ, "PYTHONPATH": str(Path(host.__file__).parents[2])},
+    )  # fmt: skip
+    assert r.stdout.strip() == "installing units needs root (run as root, or use --check to see what would change)", r.stderr
+    assert where.systemctl("enable", "x.timer") == ("systemctl", "enable", "x.timer")
+
+
+# --------------------------------------------------------------------------- the planner
+
+
+def files_of(text: str) -> dict[str, bytes]:
+    from jobgen.compiler import pipeline
+
+    return layout.arrange(layout.LAYOUTS["etc"], pipeline.build("shop.yaml", text=text).files)
+
+
+def test_removed_job_running_now_stop_timer_wait_run_disable_then_delete():
+    where = host.Where(Path("/"), layout.LAYOUTS["etc"], image=False)
+    old, new = files_of(V1), files_of(V2)
+    state = host.UnitState(
+        enabled={"tick.timer": "enabled", "tock.timer": "enabled", "queue.target": "enabled"},
+        active={"tick.timer": "active", "tock.timer": "active", "tock.service": "activating", "queue.target": "active"},
+    )
+    plan = host.plan_apply(where, new, old, state)
+    assert [(s.argv, s.wait_for) for s in plan.before] == [
+        (("systemctl", "stop", "tock.timer"), None),
+        (("systemctl", "stop", "tock.service"), "tock.service"),  # after waiting up to --stop-timeout
+        (("systemctl", "disable", "tock.timer"), None),
+    ]
+    assert [s.argv for s in plan.after] == [("systemctl", "daemon-reload"), ("systemd-tmpfiles", "--create", "/etc/tmpfiles.d/jobgen-shop.conf")]
+    assert {f.path: f.action for f in plan.files if f.changes_anything} == {
+        "etc/systemd/system/tock.service": "remove",
+        "etc/systemd/system/tock.timer": "remove",
+        "etc/tmpfiles.d/jobgen-shop.conf": "update",
+    }
+
+
+def test_changed_worker_is_restarted_only_when_running_and_asked():
+    where = host.Where(Path("/"), layout.LAYOUTS["etc"], image=False)
+    old = files_of(V1)
+    new = files_of(V1.replace("stop_timeout: 5s", "stop_timeout: 9s"))
+    up = host.UnitState(
+        enabled={"tick.timer": "enabled", "tock.timer": "enabled", "queue.target": "enabled"},
+        active={"tick.timer": "active", "tock.timer": "active", "queue.target": "active"},
+    )
+    assert [s.argv for s in host.plan_apply(where, new, old, up).after] == [
+        ("systemctl", "daemon-reload"),
+        ("systemctl", "restart", "queue.target"),
+    ]
+    assert [s.argv for s in host.plan_apply(where, new, old, up, restart="never").after] == [("systemctl", "daemon-reload")]
+    # Nothing changed and everything enabled and running: no call at all.
+    assert host.plan_apply(where, old, old, up).steps == []
