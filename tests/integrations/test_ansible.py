@@ -45,15 +45,8 @@ PLAYBOOK = """\
 RESULT_MARK = "JOBGEN-RESULT:"
 
 
-def jobgen_has_apply() -> bool:
-    r = subprocess.run([sys.executable, "-m", "jobgen", "apply", "--help"], capture_output=True, text=True)
-    return r.returncode == 0
-
-
 @pytest.fixture
 def play(tmp_path: Path):
-    if not jobgen_has_apply():
-        pytest.skip("`jobgen apply` is not in this build of jobgen")
     manifest = tmp_path / "jobs.yaml"
     manifest.write_text(MANIFEST)
     playbook = tmp_path / "play.yml"
@@ -110,8 +103,8 @@ def test_check_diff_then_apply_then_nothing_to_do(play) -> None:
     assert result["changed"] is True
     assert {f["action"] for f in result["files"]} == {"create"}
     assert any(f["path"].endswith("etc/systemd/system/backup.timer") for f in result["files"])
-    # the enablement it would do (how an --root apply spells it is jobgen's business)
-    assert any("backup.timer" in " ".join(a["argv"]) for a in result["actions"]), result["actions"]
+    # the enablement it would do, as `systemctl --root=IMAGE enable` does it
+    assert [a["argv"][-2:] for a in result["actions"]] == [["enable", "backup.timer"]], result["actions"]
     assert "+[Timer]" in checked.stdout  # the diff of backup.timer, shown by --diff
     assert tree_of(image) == []  # check mode changed nothing
 
@@ -140,6 +133,20 @@ def test_invalid_manifest_fails_the_task_with_its_position(play, tmp_path: Path)
     assert recap(failed.stdout)["failed"] == 1
     assert f"{tmp_path / 'jobs.yaml'}:7:5: error: job 'backup': unknown key 'schedul'; did you mean 'schedule'?" in failed.stdout
     assert tree_of(image) == []
+
+
+def test_a_unit_jobgen_did_not_write_fails_the_task_and_stays(play) -> None:
+    run, image = play
+    hand_written = image / "etc/systemd/system/backup.service"
+    hand_written.parent.mkdir(parents=True)
+    hand_written.write_text("[Service]\nExecStart=/bin/true\n")
+    failed, result = run()
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    assert recap(failed.stdout)["failed"] == 1
+    assert "refused (not root, systemd not running, or a file jobgen does not own); nothing was changed" in failed.stdout
+    assert "etc/systemd/system/backup.service exists and jobgen did not write it" in failed.stdout
+    assert hand_written.read_text() == "[Service]\nExecStart=/bin/true\n"
+    assert tree_of(image) == ["etc", "etc/systemd", "etc/systemd/system", "etc/systemd/system/backup.service"]
 
 
 def test_example_playbook_is_valid() -> None:
