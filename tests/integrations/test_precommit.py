@@ -52,6 +52,11 @@ def project(tmp_path: Path) -> Path:
 
 def try_repo(project: Path, home: Path, *selection: str) -> subprocess.CompletedProcess:
     env = {**os.environ, "PRE_COMMIT_HOME": str(home), "PRE_COMMIT_COLOR": "never"}
+    # try-repo of a checkout with uncommitted changes commits them into a shadow clone:
+    # give git an identity so that works on a machine without one.
+    for who in ("AUTHOR", "COMMITTER"):
+        env.setdefault(f"GIT_{who}_NAME", "jobgen tests")
+        env.setdefault(f"GIT_{who}_EMAIL", "tests@example.org")
     return subprocess.run(
         [sys.executable, "-m", "pre_commit", "try-repo", str(ROOT), "jobgen-check", "--color", "never", *selection],
         cwd=project, env=env, capture_output=True, text=True, timeout=600,
