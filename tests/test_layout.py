@@ -46,7 +46,7 @@ def test_layout_places_units_and_tmpfiles_where_their_reader_looks(tmp_path, lay
 def test_unknown_layout_is_refused_and_nothing_written(tmp_path):
     (tmp_path / "shop.yaml").write_text(MANIFEST)
     r = jobgen("render", str(tmp_path / "shop.yaml"), "-o", str(tmp_path / "out"), "--layout", "opt")
-    assert (r.returncode, r.stderr) == (2, "jobgen: error: --layout opt: choose one of flat, etc, usr\n")
+    assert (r.returncode, r.stderr) == (2, "jobgen: error: --layout opt: choose one of flat, etc, usr, debian\n")
     assert not (tmp_path / "out").exists()
 
 

@@ -67,22 +67,29 @@ def register(app: typer.Typer) -> None:
         holder: str = holder_option(),
         quiet: bool = QuietOpt,
         strict: bool = StrictOpt,
-        layout_name: str = typer.Option("flat", "--layout", metavar="flat|etc|usr", help="Where files go in the output folder: flat (for review), etc or usr (a root tree: -o / or an image root)."),
+        layout_name: str = typer.Option("flat", "--layout", metavar="flat|etc|usr|debian", help="Where files go in the output folder (flat: for review; etc/usr: a root tree; debian: a debian/ folder for debhelper)."),
+        package: Optional[str] = typer.Option(None, "--package", metavar="PKG", help="--layout debian: the binary package (debian/PKG.UNIT.service, debian/PKG.tmpfiles)."),
     ) -> None:
         """Render MANIFEST files into unit files in DIR (atomic, deterministic)."""
         from jobgen.compiler import layout, write
 
         if layout_name not in layout.LAYOUTS:
-            err(f"jobgen: error: --layout {layout_name}: choose one of {', '.join(layout.LAYOUTS)}")
-            raise typer.Exit(EXIT_INVALID)
+            raise CliError(f"--layout {layout_name}: choose one of {', '.join(layout.LAYOUTS)}")
+        chosen = layout.LAYOUTS[layout_name]
+        try:
+            layout.check_package(chosen, package)
+        except layout.LayoutError as exc:
+            raise CliError(f"{exc}; nothing written") from None
         target = resolve_target(systemd, preset)
         _distinct_names(manifests)
         results = build_all(manifests, target, holder, fmt, strict)
         files = _merge(manifests, results)
-        chosen = layout.LAYOUTS[layout_name]
         if warning := layout.unread_tmpfiles(chosen, os.path.realpath(output), files):
             err(f"jobgen: warning: {warning}")
-        files = layout.arrange(chosen, files)
+        try:
+            files = layout.arrange(chosen, files, package)
+        except layout.LayoutError as exc:
+            raise CliError(f"{exc}; nothing written") from None
         prune_for = {p.name for p in manifests} if prune else None
         dry = check or diff
         try:

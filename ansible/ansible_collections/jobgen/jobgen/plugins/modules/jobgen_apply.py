@@ -1,0 +1,195 @@
+#!/usr/bin/python
+# MIT License (see the jobgen repository)
+"""Ansible module: install jobgen manifests on the managed host with `jobgen apply`.
+
+The module is a thin translation of `jobgen apply --format json` (one JSON document on
+stdout, whatever the outcome) onto Ansible's result: jobgen decides what changes, which
+systemctl calls are needed and in which order; the module maps check mode to `--check`,
+diff mode to `--diff`, and jobgen's exit codes to ok / failed.
+"""
+
+from __future__ import annotations
+
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+
+DOCUMENTATION = r"""
+module: jobgen_apply
+short_description: Install jobgen job manifests as systemd units (jobgen apply)
+description:
+  - Runs C(jobgen apply --format json) on the managed host. jobgen writes the units and the
+    tmpfiles.d snippet where systemd reads them, creates the lock files, reloads systemd,
+    enables and starts new timers and worker targets, restarts changed workers, and stops
+    and removes jobs that left the manifest (stop before delete).
+  - Idempotent; C(changed) is jobgen's own answer, so no C(changed_when) is needed.
+  - jobgen must be installed on the managed host.
+version_added: "0.1.0"
+options:
+  manifests:
+    description: Manifest files on the managed host.
+    type: list
+    elements: path
+    required: true
+  root:
+    description:
+      - Install into this image root (C(--root)) instead of the running system. No running
+        systemd is touched; timers and targets are enabled the way C(systemctl --root) does.
+    type: path
+  layout:
+    description: Unit folders under the root, C(etc) (/etc/systemd/system) or C(usr) (/usr/lib/systemd/system).
+    type: str
+    choices: [etc, usr]
+  restart:
+    description: Restart workers whose unit changed (C(changed)) or leave them (C(never)).
+    type: str
+    choices: [changed, never]
+  stop_timeout:
+    description: Seconds to wait for a running job of a removed timer before giving up.
+    type: int
+  systemd:
+    description: Target systemd version (C(--systemd)); C(auto) reads the host's. Needed with I(root) unless the manifest names one.
+    type: str
+  executable:
+    description: Path of jobgen on the managed host; found on C(PATH) when not given.
+    type: path
+attributes:
+  check_mode:
+    support: full
+  diff_mode:
+    support: full
+notes:
+  - Check mode runs C(jobgen apply --check), which changes nothing and reports what would change, including the systemctl calls.
+author:
+  - jobgen authors
+"""
+
+EXAMPLES = r"""
+- name: Install the shop's jobs
+  jobgen.jobgen.jobgen_apply:
+    manifests:
+      - /etc/jobgen/shop.yaml
+
+- name: Prepare an image root (no running systemd touched)
+  jobgen.jobgen.jobgen_apply:
+    manifests: [/srv/image/shop.yaml]
+    root: /srv/image/rootfs
+    systemd: "252"
+"""
+
+RETURN = r"""
+changed:
+  description: Whether any file or unit state changed (would change, in check mode).
+  type: bool
+  returned: always
+files:
+  description: Every file jobgen considered, with its action (create, update, identical, remove).
+  type: list
+  elements: dict
+  returned: success
+  sample: [{"path": "/etc/systemd/system/backup.timer", "action": "create"}]
+actions:
+  description: The state-changing systemctl / systemd-tmpfiles calls done (or that would be done in check mode), with why.
+  type: list
+  elements: dict
+  returned: success
+  sample: [{"argv": ["systemctl", "enable", "--now", "backup.timer"], "why": "new timer"}]
+diagnostics:
+  description: jobgen's notes, warnings and errors, each with file, line, col, severity and message.
+  type: list
+  elements: dict
+  returned: always
+cmd:
+  description: The jobgen command line that ran.
+  type: list
+  elements: str
+  returned: always
+exit_status:
+  description: jobgen's exit code (1 in check mode means "would change").
+  type: int
+  returned: always
+ansible_facts:
+  description: C(jobgen_apply) with the same files, actions and changed.
+  type: dict
+  returned: success
+"""
+
+# The JSON document `jobgen apply --format json` prints (its "format" field).
+FORMAT = 1
+
+# jobgen apply's exit codes that mean the task failed, and what to say. 0 is success; 1 is
+# success in check mode ("something would change") and unexpected otherwise.
+FAILURES = {
+    1: "jobgen apply reported changes to make although it was not run with --check",
+    2: "invalid manifest or usage; nothing was changed",
+    3: "applied, but a unit failed to start",
+    4: "refused (not root, systemd not running, or a file jobgen does not own); nothing was changed",
+}
+
+# module option -> jobgen apply flag, for the options passed only when set
+FLAGS = {"root": "--root", "layout": "--layout", "restart": "--restart", "stop_timeout": "--stop-timeout", "systemd": "--systemd"}
+
+
+def command(module: AnsibleModule) -> list[str]:
+    params = module.params
+    jobgen = params["executable"] or module.get_bin_path("jobgen", required=True)
+    argv = [jobgen, "apply", *params["manifests"], "--format", "json"]
+    for option, flag in FLAGS.items():
+        if params[option] is not None:
+            argv += [flag, str(params[option])]
+    if module.check_mode:
+        argv.append("--check")
+    if module._diff:
+        argv.append("--diff")
+    return argv
+
+
+def diagnostic_lines(doc: dict) -> list[str]:
+    lines = [f"{d.get('file')}:{d.get('line')}:{d.get('col')}: {d.get('severity')}: {d.get('message')}" for d in doc.get("diagnostics", [])]
+    return lines + list(doc.get("errors", []))
+
+
+def main() -> None:
+    module = AnsibleModule(
+        argument_spec=dict(
+            manifests=dict(type="list", elements="path", required=True),
+            root=dict(type="path"),
+            layout=dict(type="str", choices=["etc", "usr"]),
+            restart=dict(type="str", choices=["changed", "never"]),
+            stop_timeout=dict(type="int"),
+            systemd=dict(type="str"),
+            executable=dict(type="path"),
+        ),
+        supports_check_mode=True,
+    )
+    argv = command(module)
+    rc, out, err = module.run_command(argv)
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        module.fail_json(msg=f"jobgen apply printed no JSON document (exit {rc})", cmd=argv, exit_status=rc, stdout=out, stderr=err)
+    if doc.get("format") != FORMAT:
+        module.fail_json(msg=f"jobgen apply printed format {doc.get('format')!r}; this module reads format {FORMAT}", cmd=argv, exit_status=rc, stdout=out)
+
+    result = dict(
+        changed=bool(doc.get("changed")),
+        files=doc.get("files", []),
+        actions=doc.get("actions", []),
+        diagnostics=doc.get("diagnostics", []),
+        cmd=argv,
+        # not `rc`: Ansible fails any task whose result has a non-zero rc, and exit 1 is a
+        # success in check mode
+        exit_status=rc,
+    )
+    if module._diff and doc.get("diff"):
+        result["diff"] = {"prepared": doc["diff"]}
+    failed = not (rc == 0 or (rc == 1 and module.check_mode))
+    if failed:
+        reason = FAILURES.get(rc, f"jobgen apply exited {rc}")
+        module.fail_json(msg="\n".join([reason, *diagnostic_lines(doc)]), errors=doc.get("errors", []), stderr=err, **result)
+    result["ansible_facts"] = {"jobgen_apply": {"changed": result["changed"], "files": result["files"], "actions": result["actions"]}}
+    module.exit_json(**result)
+
+
+if __name__ == "__main__":
+    main()
