@@ -113,3 +113,14 @@ def test_what_a_request_left_running_is_killed_before_the_next_one(tmp_path):
     assert drain(s, cmd, env, lambda *a: None).done == 2
     pid = int((tmp_path / "pid").read_text())
     wait_for(lambda: not os.path.exists(f"/proc/{pid}") or open(f"/proc/{pid}/stat").read().split()[2] == "Z")
+
+
+def test_a_request_past_its_timeout_is_stopped_and_counted_as_a_failure(tmp_path):
+    s = Spool(tmp_path / "q", max_attempts=1)
+    s.root.mkdir()
+    rid = s.enqueue().request.id
+    log, record = collect()
+    summary = drain(s, ("/bin/sh", "-c", "exec sleep 600"), {"PATH": "/usr/bin:/bin"}, record, timeout=1)
+    assert (summary.failed, summary.exit_code) == (1, 1)
+    assert [o for o, _ in log] == ["started", "timeout", "failed"]
+    assert s.find(rid).last_status == 124

@@ -54,6 +54,7 @@ DEBIAN_FRAGMENT = "jobgen.mk"
 DEBIAN_UNIT_OPTIONS: dict[str, tuple[str, ...]] = {
     "job-service": ("--no-enable", "--no-start", "--no-stop-on-upgrade"),
     "timer": (),
+    "path": (),  # overlap: queue: the drainer's watch, enabled and started like a timer
     "target": (),
     "worker-service": (),
     "template": (),
@@ -65,7 +66,10 @@ def _debian_kind(unit: str, units: set[str]) -> str:
     if stem.endswith("@"):
         return "template"
     if suffix == "service":
-        return "job-service" if f"{stem}.timer" in units else "worker-service"
+        # A job's service, or the drainer of an `overlap: queue` job (NAME-drain.service):
+        # started by its timer or its .path unit, never at install.
+        job = stem.removesuffix("-drain")
+        return "job-service" if f"{stem}.timer" in units or f"{job}.timer" in units else "worker-service"
     return suffix
 
 

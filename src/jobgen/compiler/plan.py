@@ -586,7 +586,9 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     + NAME-drain.path (host scope: starts the drainer when the spool has work)."""
     store = _queue_store(job)
     enqueue = (ctx.holder, "enqueue", *store, "--by")
-    drain_cmd = (ctx.holder, "drain", *store, "--", *job.command)
+    # `timeout` bounds each request (the drainer stops it, exit 124); the drain unit has none.
+    per_request = ("--timeout", str(timespec.seconds_ceiling(job.timeout_usec))) if job.timeout_usec else ()
+    drain_cmd = (ctx.holder, "drain", *store, *per_request, "--", *job.command)
     # The enqueuer: the job's timer, user, environment and hardening, no lock (enqueue takes
     # the spool's own short lock), no reporter (enqueue logs enqueued/rejected itself).
     enq_job = replace(job, command=(*enqueue, "unit"), overlap="allow", lock=None, queue=None, timeout_usec=60_000_000)
@@ -605,7 +607,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
         for u in units
     ]
     # The drainer: the job's lock around `jobgen drain`; it loops until the queue is empty.
-    # No TimeoutStartSec from 'timeout': one drain runs many requests.
+    # No TimeoutStartSec from 'timeout': one drain runs many requests (each one is bounded).
     drain_job = replace(job, command=drain_cmd, overlap="skip", timeout_usec=None, schedule=replace(job.schedule, kind="every"))
     drain_units, _, lines = _job_files(ctx, drain_job)
     (svc,) = [u for u in drain_units if u.kind == "service"]

@@ -1,7 +1,7 @@
 """`jobgen enqueue`, `jobgen drain` and `jobgen queue` as the units call them.
 
     jobgen enqueue STORE --job JOB [--max-pending N] [--on-full reject|coalesce] [--by WHO] [-- ARG...]
-    jobgen drain   STORE --job JOB [--max-attempts N] [--limit N] -- COMMAND [ARG...]
+    jobgen drain   STORE --job JOB [--max-attempts N] [--limit N] [--timeout S] -- COMMAND [ARG...]
     jobgen queue   STORE --job JOB [--max-attempts N] [--retry ID | --drop ID] [--format text|json]
 
     STORE is  --spool DIR                      (host scope: the job's spool folder)
@@ -80,6 +80,7 @@ def _parser(verb: str) -> _Parser:
         p.add_argument("--by", default="jobgen enqueue", help="what asked for the run (journal field)")
     if verb == "drain":
         p.add_argument("--limit", type=_positive, default=None, metavar="N", help="stop after N requests")
+        p.add_argument("--timeout", type=_positive, default=None, metavar="SECONDS", help="stop a request that runs longer (exit status 124)")
     if verb == "queue":
         action = p.add_mutually_exclusive_group()
         action.add_argument("--retry", metavar="ID", help="move a failed request back to pending")
@@ -144,12 +145,12 @@ def drain_cmd(args: argparse.Namespace, command: list[str]) -> Result:
     if not command:
         raise UsageError("no command after `--`")
     store = open_store(args)
-    levels = {"retry": 4, "failed": 3, "recovered": 4}
+    levels = {"retry": 4, "failed": 3, "recovered": 4, "timeout": 4}
 
     def log(outcome: str, req, message: str) -> None:
         _log(args.job, outcome, message, req.id if req else "", levels.get(outcome, 6), fallback=True)
 
-    return Result(drain(store, tuple(command), dict(os.environ), log, args.limit).exit_code)
+    return Result(drain(store, tuple(command), dict(os.environ), log, args.limit, args.timeout).exit_code)
 
 
 def queue_cmd(args: argparse.Namespace) -> Result:

@@ -24,6 +24,8 @@ from jobgen.runtime.queue.spool import Request, Spool
 
 Log = Callable[[str, Request | None, str], None]  # (outcome, request, message)
 
+# ``timeout`` bounds each request, as `timeout` bounds each run of any other job (the
+# drain unit itself has none: one drain runs many requests).
 # Signals a stopping drainer passes to the command's process group (systemd stop, Ctrl-C).
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
@@ -42,7 +44,33 @@ class Summary:
         return 1 if (self.retry or self.failed or self.stopped) else 0
 
 
-def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log, limit: int | None = None) -> Summary:
+# timeout(1)'s status for a command it had to stop: a request past the job's `timeout`.
+TIMED_OUT = 124
+GRACE = 10.0  # seconds between SIGTERM and SIGKILL for a request past its timeout
+
+
+def _wait(proc: subprocess.Popen, timeout: float | None) -> int | None:
+    """The command's status, or None when it ran past ``timeout`` and was stopped."""
+    try:
+        return proc.wait(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        pass
+    for sig, grace in ((signal.SIGTERM, GRACE), (signal.SIGKILL, None)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            break
+        try:
+            proc.wait(timeout=grace)
+            break
+        except subprocess.TimeoutExpired:
+            continue
+    proc.wait()
+    return None
+
+
+def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log, limit: int | None = None,
+          timeout: float | None = None) -> Summary:
     recovered = spool.recover()
     for req in recovered:
         log("recovered", req, f"request {req.id} was left running by a stopped drainer: back to {req.state}")
@@ -68,8 +96,11 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
             # Its own process group: a stop reaches the command and everything it started.
             proc = subprocess.Popen([*argv, *req.args], env=child_env, start_new_session=True)
             child[:] = [proc]
-            status = proc.wait()
+            status = _wait(proc, timeout)
             child.clear()
+            if status is None:
+                log("timeout", req, f"request {req.id}: ran past its timeout of {timeout:g}s: stopped (SIGTERM, SIGKILL after {GRACE:g}s)")
+                status = TIMED_OUT
             # What the command left behind in its group must not run on beside the next
             # request (never two at once); the unit's cgroup catches what left the group.
             try:
