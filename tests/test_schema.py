@@ -60,7 +60,7 @@ def test_keys_are_exactly_validations_keys():
 def test_choices_are_validations_choices():
     job = SCHEMA["properties"]["jobs"]["additionalProperties"]["properties"]
     worker = SCHEMA["properties"]["workers"]["additionalProperties"]["properties"]
-    assert job["overlap"] == {"enum": ["skip", "wait", "allow"]}
+    assert job["overlap"] == {"enum": ["skip", "wait", "allow", "queue"]}
     assert job["hardening"] == {"enum": ["none", "default", "strict"]}
     assert worker["restart"] == {"enum": ["on-failure", "always", "on-abnormal", "no"]}
     assert _object(job["lock"])["properties"]["scope"] == {"enum": ["unit", "host", "cluster"]}
@@ -92,7 +92,7 @@ def test_imported_crontabs_pass_the_schema(name):
 REJECTED = {
     "a misspelt job key": "jobs:\n  a: {command: [/bin/true], schedule: daily, timout: 5min}\n",
     "a worker key on a job": "jobs:\n  a: {command: [/bin/true], schedule: daily, stop_timeout: 30s}\n",
-    "an unknown overlap policy": "jobs:\n  a: {command: [/bin/true], schedule: daily, overlap: queue}\n",
+    "an unknown overlap policy": "jobs:\n  a: {command: [/bin/true], schedule: daily, overlap: stack}\n",
     "an unknown top-level key": "job:\n  a: {command: [/bin/true], schedule: daily}\n",
     "a mapping as command": "jobs:\n  a: {command: {path: /bin/true}, schedule: daily}\n",
     "a relative command": "jobs:\n  a: {command: 'true', schedule: daily}\n",

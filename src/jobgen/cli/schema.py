@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import typer
+import json
 
-from jobgen.cli.app import emit_json
+import typer
 
 
 def register(app: typer.Typer) -> None:
@@ -13,4 +13,5 @@ def register(app: typer.Typer) -> None:
         """Print the manifest's JSON Schema (generated from the keys validation knows)."""
         from jobgen.tools.schema import schema as build
 
-        emit_json(build())
+        # The schema itself, not a jobgen answer: no "format" field (it would be a key of the schema).
+        typer.echo(json.dumps(build(), indent=2, sort_keys=True))

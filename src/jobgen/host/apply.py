@@ -44,7 +44,7 @@ from jobgen.compiler.render import HEADER_MARK
 
 # The rest of the header's first line (templates/unit.j2, templates/tmpfiles.j2).
 HEADER_TAIL = ". Do not edit: change the manifest and re-run"
-UNIT_SUFFIXES = (".service", ".timer", ".target")
+UNIT_SUFFIXES = (".service", ".timer", ".target", ".path")  # .path: the watch of an overlap: queue job
 RUNNING = frozenset({"active", "activating", "deactivating", "reloading", "refreshing"})
 ENABLED = frozenset({"enabled", "enabled-runtime"})
 POLL_SECONDS = 0.5  # how often a removed job's run in progress is asked whether it ended
@@ -209,12 +209,13 @@ def _stem(unit: str) -> str:
 
 def entry_units(files: dict[str, bytes]) -> dict[str, str]:
     """Units that are enabled and started (those with [Install]): timers of jobs, worker
-    targets, single workers. -> unit name: 'timer' | 'worker'."""
+    targets, single workers, the queue watches of `overlap: queue` jobs (NAME-drain.path).
+    -> unit name: 'timer' | 'path' | 'worker'."""
     out = {}
     for rel, data in files.items():
         unit = _unit(rel)
         if unit and _has_install(data) and "@." not in unit:
-            out[unit] = "timer" if unit.endswith(".timer") else "worker"
+            out[unit] = "timer" if unit.endswith(".timer") else "path" if unit.endswith(".path") else "worker"
     return out
 
 
@@ -266,7 +267,7 @@ def _retire(where: Where, unit: str, kind: str, state: UnitState, origin: dict[s
 
 
 def _converge(where: Where, unit: str, kind: str, state: UnitState, *, is_new: bool, changed: bool, restart: str) -> list[Step]:
-    what = "timer" if kind == "timer" else "worker"
+    what = {"timer": "timer", "path": "queue watch"}.get(kind, "worker")
     enabled = not is_new and state.is_enabled(unit)
     running = not is_new and state.is_running(unit)
     if where.image:

@@ -63,6 +63,14 @@ def _lock() -> dict:
     ]}  # fmt: skip
 
 
+def _queue() -> dict:
+    properties = {key: _convert(conv, f"queue.{key}") for key, conv in validate._QUEUE_KEYS.items()}
+    return {"description": "overlap: queue: max_pending, on_full, max_attempts", "oneOf": [
+        {"type": "null"},
+        {"type": "object", "additionalProperties": False, "properties": properties},
+    ]}  # fmt: skip
+
+
 # converter -> the JSON Schema of its values. Functions the key tables use directly.
 CONVERTERS: dict[Callable[..., Any], Callable[[], dict]] = {
     validate.text_line: lambda: _text("one line of text"),
@@ -82,6 +90,7 @@ CONVERTERS: dict[Callable[..., Any], Callable[[], dict]] = {
     validate.timezone: lambda: _text("an IANA time zone such as Europe/Berlin"),
     validate.schedule: _schedule,
     validate.lock: _lock,
+    validate.queue_settings: _queue,
     validate.unit_names: lambda: _UNITS,
 }
 
@@ -96,6 +105,10 @@ def _convert(conv: Callable[..., Any], key: str) -> dict:
     closure = inspect.getclosurevars(conv).nonlocals
     if "allowed" in closure:  # validate.choice(...)
         return {"enum": list(closure["allowed"])}
+    if "maximum" in closure:  # validate.whole_number(...)
+        top = closure["maximum"]
+        return {"description": f"a whole number from 1 to {top}",
+                "anyOf": [{"type": "integer", "minimum": 1, "maximum": top}, {"type": "string", "pattern": "^[0-9]+$"}]}
     if key in _INLINE:
         return _text(_INLINE[key])
     raise KeyError(f"no JSON Schema for the converter of '{key}' ({conv.__qualname__}): add it to CONVERTERS")
