@@ -109,3 +109,49 @@ def test_a_request_whose_command_is_killed_runs_again(scenario, systemd_jobgen):
     assert "retry" in outcomes
     c.run("pkill", "-KILL", "-f", "^/bin/sh -c echo")  # the second attempt too; the third is left to finish
     c.systemctl("stop", f"{job}-drain.path", f"{job}-drain.service")
+
+
+# ---------------------------------------------------------------------------------------------
+# Across a reboot: the spool is on disk (/var/lib), and the watch starts the drainer at boot.
+
+import shutil  # noqa: E402
+import sys  # noqa: E402
+import tempfile  # noqa: E402
+from pathlib import Path  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from container import RELEASES  # noqa: E402
+from test_apply_on_systemd import Host  # noqa: E402
+
+
+@pytest.fixture(params=sorted(RELEASES), ids=lambda r: f"systemd{r}")
+def host(request, e2e_host, jobgen_dist):
+    persist = Path(tempfile.mkdtemp(prefix="jobgen-e2e-disk-"))
+    h = Host(request.param, persist, jobgen_dist)
+    try:
+        yield h
+    finally:
+        h.halt()
+        shutil.rmtree(persist, ignore_errors=True)
+
+
+def test_requests_survive_a_reboot_and_are_drained_in_order_at_boot(host):
+    host.boot()
+    host.install()
+    job = "q-reboot"
+    code, doc = host.apply(manifest(job, "2099-01-01", 0, 10))  # never by the timer
+    assert code == 0 and doc["ok"], doc
+    assert f"systemctl enable --now {job}-drain.path" in [" ".join(a["argv"]) for a in doc["actions"]]
+    # Requests recorded while nothing drains them (the watch is stopped, as if the host went
+    # down right after they were enqueued).
+    host.c.systemctl("stop", f"{job}-drain.path")
+    spool = ["--spool", f"/var/lib/jobgen/queue/{job}", "--job", job]
+    ids = [host.c.run("jobgen", "enqueue", *spool, "--", f"n{i}").stdout.strip() for i in range(3)]
+    assert [r["id"] for r in queue_state(host.c, job)["requests"]] == ids
+    host.reboot()
+    # The watch is enabled (paths.target): at boot it finds the spool non-empty and starts
+    # the drainer, which runs the three requests in the order they were recorded.
+    lines = host.wait(lambda: log_lines(host.c), lambda got: len(got) >= 6, "the requests drained after the reboot", timeout=180)
+    assert [line.split()[1:] for line in lines if line.startswith("start")] == [[i, f"n{n}"] for n, i in enumerate(ids)]
+    assert_one_at_a_time_in_order(lines)
+    assert queue_state(host.c, job)["requests"] == []
