@@ -20,13 +20,14 @@ from jobgen.compiler import names, timespec
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.target import Target, parse_target
+from jobgen.contract import locks
 
 # Stated in every output when the manifest names no target: Debian 12 and RHEL 9 ship
 # 252, the oldest systemd of the mainstream server releases still in full support.
 # Assuming the newest would write directives older hosts ignore with a warning.
 DEFAULT_TARGET = ">=252"
 
-CONFLICT_EXIT = 75  # EX_TEMPFAIL (sysexits.h): "try again later", jobgen's lock-conflict code
+CONFLICT_EXIT = locks.CONFLICT_EXIT  # 75, EX_TEMPFAIL: the lock contract's conflict code, every scope
 FLOCK = "/usr/bin/flock"  # util-linux; Essential on Debian, in util-linux-core on RHEL
 SH = "/bin/sh"
 DEFAULT_HOLDER = "/usr/bin/jobgen"

@@ -16,30 +16,19 @@ thread that calls lost(event, detail) once if the lock can no longer be vouched 
 from __future__ import annotations
 
 import hashlib
-import re
 import threading
-import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-# scheme -> (backend module under jobgen.runtime.backends, client library it imports, pip extra)
-SCHEMES: dict[str, tuple[str, str, str]] = {
-    "redis": ("redis", "redis", "redis"),
-    "rediss": ("redis", "redis", "redis"),  # TLS
-    "mariadb": ("mysql", "pymysql", "mariadb"),
-    "mysql": ("mysql", "pymysql", "mariadb"),
-    "postgresql": ("postgres", "psycopg", "postgres"),
-    "postgres": ("postgres", "psycopg", "postgres"),
-}
+from jobgen.contract import locks
+
+# The scheme table, name rules, ${VAR} pattern and URL checks are the lock contract,
+# shared with `jobgen check`: jobgen.contract.locks.
+SCHEMES = locks.SCHEMES
 
 # Every lock identity is namespaced so a jobgen lock never collides with an application's
 # own use of the same server (Redis keys, GET_LOCK names, the advisory key input).
 NAMESPACE = "jobgen:"
-
-# Lock names: printable and unambiguous in logs, keys and SQL strings.
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,254}")
-
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class LockError(Exception):
@@ -103,47 +92,31 @@ def expand(text: str, env: Mapping[str, str]) -> str:
             raise ConfigError(f"${{{var}}} is not set in the environment")
         return env[var]
 
-    return _VAR_RE.sub(one, text)
+    return locks.VARIABLE.sub(one, text)
 
 
 def parse_url(url: str, env: Mapping[str, str]) -> Target:
-    """Split first, then expand each part, so an expanded password may contain '@', '/' or ':'."""
+    """The contract's checks first (exactly what `jobgen check` refuses), then each part
+    expanded on its own, so an expanded password may contain '@', '/' or ':'."""
     try:
-        parts = urllib.parse.urlsplit(url)
-        port_text = _port_text(parts.netloc)
-    except ValueError as e:
-        raise ConfigError(f"bad backend URL: {e}") from None
-    scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
-        raise ConfigError(f"unknown backend scheme {scheme!r} (allowed: {', '.join(SCHEMES)})")
-    host = expand(urllib.parse.unquote(parts.hostname or ""), env)
+        raw = locks.split_url(url)
+    except locks.UrlProblem as e:
+        raise ConfigError(f"lock backend URL: {e}") from None
+    port = expand(raw.port, env)
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ConfigError(f"lock backend URL: the port {raw.port} is {port!r}, not a port number")
+    host = expand(raw.host, env)
     if not host:
-        raise ConfigError("backend URL has no host")
-    port_str = expand(port_text, env) if port_text else ""
-    if port_str and not port_str.isdigit():
-        raise ConfigError(f"backend URL port {port_str!r} is not a number")
-    user = parts.username
-    password = parts.password
-    query = {}
-    for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-        query[k] = expand(v, env)
+        raise ConfigError(f"lock backend URL: the host {raw.host} is empty")
     return Target(
-        scheme=scheme,
+        scheme=raw.scheme,
         host=host,
-        port=int(port_str) if port_str else None,
-        username=expand(urllib.parse.unquote(user), env) if user else None,
-        password=expand(urllib.parse.unquote(password), env) if password is not None else None,
-        path=expand(urllib.parse.unquote(parts.path.lstrip("/")), env),
-        query=query,
+        port=int(port) if port else None,
+        username=expand(raw.username, env) if raw.username is not None else None,
+        password=expand(raw.password, env) if raw.password is not None else None,
+        path=expand(raw.path, env),
+        query={k: expand(v, env) for k, v in raw.query},
     )
-
-
-def _port_text(netloc: str) -> str:
-    """The port as written (urlsplit's .port refuses `${PORT}`)."""
-    hostport = netloc.rpartition("@")[2]
-    if hostport.startswith("["):  # IPv6 literal
-        return hostport.partition("]")[2].removeprefix(":")
-    return hostport.partition(":")[2]
 
 
 def with_password(target: Target, password: str) -> Target:
@@ -157,7 +130,8 @@ def load(scheme: str):
     The client is imported here, before any connection, so a host without it fails as a
     configuration error (and the backend's own lazy imports are then cache hits).
     """
-    module, client, extra = SCHEMES[scheme]
+    spec = locks.SCHEMES[scheme]
+    module, client, extra = spec.module, spec.client, spec.extra
     import importlib
 
     try:
