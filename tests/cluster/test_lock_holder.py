@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import signal
 import subprocess
+import tempfile
 import time
 from pathlib import Path
 
@@ -34,9 +35,39 @@ def run(argv: list[str], env: dict[str, str] | None = None) -> subprocess.Comple
                           timeout=TIMEOUT)
 
 
+_ERRLOGS: list[Path] = []
+
+
+@pytest.fixture(autouse=True)
+def _remove_errlogs():
+    yield
+    while _ERRLOGS:
+        _ERRLOGS.pop().unlink(missing_ok=True)
+
+
 def spawn(argv: list[str], env: dict[str, str] | None = None, **kw) -> subprocess.Popen:
-    return subprocess.Popen(argv, env=env or holder_env(), stdout=subprocess.DEVNULL,
-                            stderr=subprocess.PIPE, text=True, **kw)
+    """A holder in the background; its stderr goes to a file the test can read at any
+    time (stderr_of), so a test can wait for a log line without blocking on a pipe."""
+    fd, path = tempfile.mkstemp(prefix="jobgen-holder-", suffix=".err")
+    try:
+        proc = subprocess.Popen(argv, env=env or holder_env(), stdout=subprocess.DEVNULL,
+                                stderr=fd, **kw)
+    finally:
+        os.close(fd)
+    proc.errlog = Path(path)  # type: ignore[attr-defined]
+    _ERRLOGS.append(proc.errlog)  # type: ignore[attr-defined]
+    return proc
+
+
+def stderr_of(proc: subprocess.Popen) -> str:
+    return proc.errlog.read_text()  # type: ignore[attr-defined]
+
+
+def wait_logged(proc: subprocess.Popen, text: str, timeout: float = 60.0) -> None:
+    """Wait until the holder has logged `text` (an observable fact, never a sleep)."""
+    wait_for(lambda: text in stderr_of(proc) or proc.poll() is not None, timeout=timeout,
+             what=f"holder to log {text!r}")
+    assert text in stderr_of(proc), stderr_of(proc)
 
 
 def recorder(log: Path, *, until: Path | None = None) -> list[str]:
@@ -74,23 +105,27 @@ def pid_alive(pid: int) -> bool:
 
 ROUNDS = 3
 HOLDERS = 50
+CONTENDED_CONNECT_TIMEOUT = "60"
 
 
 def test_fifty_concurrent_holders_exactly_one_runs(server, lock_name, tmp_path):
     """50 holders race for one name, 3 rounds: each round one command runs, 49 exit 75."""
     for rnd in range(ROUNDS):
         log, release = tmp_path / f"runs-{rnd}", tmp_path / f"release-{rnd}"
-        procs = [spawn(holder(server, lock_name, command=recorder(log, until=release)))
+        # 50 Python processes on a small loaded machine: a connection may take seconds to
+        # be accepted, which is not what this test is about (CONTENDED_CONNECT_TIMEOUT).
+        procs = [spawn(holder(server, lock_name, "--connect-timeout", CONTENDED_CONNECT_TIMEOUT,
+                              command=recorder(log, until=release)))
                  for _ in range(HOLDERS)]
         # The winner keeps the lock until every loser has given up (or a deadline passes,
         # which would leave a second winner waiting here too and fail the counts below).
         try:
             wait_for(lambda: sum(p.poll() is not None for p in procs) >= HOLDERS - 1,
-                     timeout=45, what="49 holders to give up")
+                     timeout=240, what="49 holders to give up")
         finally:
             release.touch()
         codes = sorted(p.wait(timeout=TIMEOUT) for p in procs)
-        stderr = [p.stderr.read() for p in procs]
+        stderr = [stderr_of(p) for p in procs]
         assert codes == [0] + [75] * (HOLDERS - 1), stderr
         assert len([x for x in lines(log) if x == "start"]) == 1, "double run"
         assert sum("conflict" in e for e in stderr) == HOLDERS - 1
@@ -157,7 +192,7 @@ def test_server_stopped_mid_run_stops_the_command_with_76(server, lock_name, tmp
     wait_for(lambda: "start" in lines(log), what="command start")
     server.stop()
     code = proc.wait(timeout=TIMEOUT)
-    stderr = proc.stderr.read()
+    stderr = stderr_of(proc)
     assert code == 76, stderr
     assert lines(log) == ["start", "term"]  # SIGTERM reached the command; it did not finish
     expected_event = "connection-lost" if server.frees_on_session_end else "lease-lost"
@@ -187,7 +222,7 @@ def test_hung_server_mid_run_stops_the_command_with_76(server, lock_name, tmp_pa
         code = proc.wait(timeout=TIMEOUT)
     finally:
         server.resume()
-    assert code == 76, proc.stderr.read()
+    assert code == 76, stderr_of(proc)
     assert lines(log) == ["start", "term"]
 
 
@@ -199,7 +234,7 @@ def test_command_ignoring_sigterm_gets_sigkill_after_grace(redis_server, lock_na
     wait_for(lambda: "start" in lines(log), what="command start")
     redis_server.stop()
     assert proc.wait(timeout=TIMEOUT) == 76
-    stderr = proc.stderr.read()
+    stderr = stderr_of(proc)
     assert "killed" in stderr and "after --grace 1s" in stderr, stderr
     assert lines(log) == ["start"]
 
@@ -213,7 +248,17 @@ def test_redis_lease_is_renewed_past_its_ttl(redis_server, lock_name, tmp_path):
     proc = spawn(holder(redis_server, lock_name, "--ttl", "1",
                         command=recorder(log, until=release)))
     wait_for(lambda: "start" in lines(log), what="command start")
-    time.sleep(3)  # three lease lengths: without renewal the key would be gone
+    # Observe renewals on the server: each one raises the key's remaining time again.
+    # Without renewal the key would be gone after one lease; wait for 3 leases' worth.
+    r = redis_server.client()
+    key = f"jobgen:{lock_name}"
+    renewals, last = 0, r.pttl(key)
+    while renewals < 9:  # renewed every ttl/3: 9 renewals span 3 lease lengths
+        now = r.pttl(key)
+        assert now > 0, "the lease expired: it was not renewed"
+        renewals += now > last
+        last = now
+        time.sleep(0.02)  # polling the server, not waiting for time to pass
     assert run(holder(redis_server, lock_name, command=["true"])).returncode == 75
     release.touch()
     assert proc.wait(timeout=TIMEOUT) == 0
@@ -229,7 +274,7 @@ def test_redis_key_taken_over_is_a_lost_lease_and_not_deleted(redis_server, lock
     r = redis_server.client()
     r.set(f"jobgen:{lock_name}", "another-node", px=60000)
     assert proc.wait(timeout=TIMEOUT) == 76
-    assert "lease-lost" in proc.stderr.read()
+    assert "lease-lost" in stderr_of(proc)
     assert r.get(f"jobgen:{lock_name}") == "another-node"
 
 
@@ -250,7 +295,7 @@ def test_wait_waits_for_the_holder_then_runs(server, lock_name, tmp_path):
     first = spawn(holder(server, lock_name, command=recorder(log, until=release)))
     wait_for(lambda: "start" in lines(log), what="first command start")
     second = spawn(holder(server, lock_name, "--wait", "30", command=recorder(log)))
-    time.sleep(1)
+    wait_logged(second, f"waiting name={lock_name}")
     assert second.poll() is None  # still waiting
     release.touch()
     assert first.wait(timeout=TIMEOUT) == 0
@@ -278,10 +323,11 @@ def test_stop_signal_while_waiting_abandons_the_attempt(server, lock_name, tmp_p
     wait_for(lambda: "start" in lines(log), what="first command start")
     marker = tmp_path / "second-ran"
     second = spawn(holder(server, lock_name, "--wait", "30", command=["touch", str(marker)]))
-    time.sleep(1)  # let it start waiting
+    # The holder logs this line once it handles stop signals and is about to wait.
+    wait_logged(second, f"waiting name={lock_name}")
     second.send_signal(signal.SIGTERM)
     assert second.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM
-    assert "interrupted" in second.stderr.read()
+    assert "interrupted" in stderr_of(second)
     release.touch()
     assert first.wait(timeout=TIMEOUT) == 0
     assert not marker.exists()
@@ -301,7 +347,7 @@ def test_signal_to_holder_is_forwarded_and_lock_released(redis_server, lock_name
     proc.send_signal(sig)
     assert proc.wait(timeout=TIMEOUT) == 7
     assert lines(log) == ["start", "got"]
-    assert f"forwarded name={lock_name} signal={sig.name}" in proc.stderr.read()
+    assert f"forwarded name={lock_name} signal={sig.name}" in stderr_of(proc)
     assert run(holder(redis_server, lock_name, command=["true"])).returncode == 0
 
 
@@ -309,8 +355,8 @@ def test_signal_to_holder_is_forwarded_and_lock_released(redis_server, lock_name
 
 def test_bad_password_is_one_clear_line_and_exit_77(server, lock_name, tmp_path):
     marker = tmp_path / "ran"
-    res = run(holder(server, lock_name, url=server.url(password="wrong"),
-                     command=["touch", str(marker)]))
+    res = run(holder(server, lock_name, command=["touch", str(marker)]),
+              env=holder_env(**{PASSWORD_VAR: "wrong"}))
     assert res.returncode == 77
     assert len(res.stderr.splitlines()) == 1, res.stderr
     assert res.stderr.startswith(f"jobgen-lock[{lock_name}]: auth-failed ")

@@ -112,13 +112,23 @@ class UnitFile:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """What `jobgen run` executes: the unit's own ExecStart= argv and context."""
+    """What `jobgen run` executes: the unit's own ExecStart= argv and the context systemd
+    gives it (runtime/run.py builds the process from this, as systemd.exec(5) does)."""
 
     argv: tuple[str, ...]
     environment: tuple[tuple[str, str], ...]
     working_directory: str | None
     user: str | None
     group: str | None
+    environment_files: tuple[str, ...] = ()  # EnvironmentFile= values, '-' prefix kept
+    no_new_privs: bool = False  # NoNewPrivileges=yes in the unit
+    umask: int = 0o022  # UMask= (systemd's default; jobgen sets none)
+
+    @classmethod
+    def for_job(cls, argv: tuple[str, ...], job: Job) -> "RunSpec":
+        return cls(argv, job.environment, job.working_directory, job.user, job.group,
+                   environment_files=(job.environment_file,) if job.environment_file else (),
+                   no_new_privs=("Service", "NoNewPrivileges", "yes") in HARDENING[job.hardening])
 
 
 @dataclass(frozen=True)
@@ -420,7 +430,7 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
         tmpfiles.append(_tmpfile(lockfile, job))
     if emulate_defer:
         tmpfiles.append(_tmpfile(stamp, job))
-    run = RunSpec(argv, job.environment, job.working_directory, job.user, job.group)
+    run = RunSpec.for_job(argv, job)
     comment = f"job {job.name}: overlap={job.overlap}, lock={job.lock.scope if job.lock else 'none'}"
     return [svc.freeze(comment), timer.freeze(comment)], run, tmpfiles
 

@@ -277,7 +277,9 @@ class Holder:
         started = time.monotonic()
         held = None
         self.phase = "acquiring"  # a stop signal now abandons the attempt
-        log.info("acquiring name=%s backend=%s wait=%gs", self.args.name, where, opts.wait)
+        if opts.wait:  # a run that may wait says so (and that it now handles stop signals)
+            log.info("waiting name=%s backend=%s up to --wait %gs", self.args.name, where,
+                     opts.wait)
         try:
             held = backend.acquire(target, self.args.name, opts)
             self.phase = "starting"  # from here signals queue until the command exists
