@@ -6,8 +6,10 @@ library (redis-py, PyMySQL, psycopg) before it decides some of these."""
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -90,3 +92,35 @@ def test_help_exits_0():
     res = run(holder_argv("--help"))
     assert res.returncode == 0
     assert "--backend URL" in res.stdout
+
+
+def test_stop_signal_during_start_up_is_not_lost_and_nothing_runs(tmp_path):
+    """A stop signal that arrives while the holder is still setting up (here: reading its
+    password file, a FIFO the test controls) is kept, not fatal halfway: the holder never
+    asks for the lock, the command never runs, and it exits 128+15 with one line saying so."""
+    import errno
+    import signal
+
+    fifo, marker = tmp_path / "password", tmp_path / "ran"
+    os.mkfifo(fifo)
+    proc = subprocess.Popen(
+        holder_argv("--backend", URL, "--name", "n", "--password-file", str(fifo), "--",
+                    "touch", str(marker)),
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    # Opening the FIFO for writing without blocking succeeds only once the holder has it
+    # open for reading: the observable fact that it is inside its start-up.
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            fd = os.open(fifo, os.O_WRONLY | os.O_NONBLOCK)
+            break
+        except OSError as e:
+            assert e.errno == errno.ENXIO and proc.poll() is None and time.monotonic() < deadline
+            time.sleep(0.01)  # polling the FIFO, not waiting for time to pass
+    proc.send_signal(signal.SIGTERM)
+    os.write(fd, b"pw\n")
+    os.close(fd)
+    assert proc.wait(timeout=60) == 128 + signal.SIGTERM
+    assert proc.stderr.read() == ("jobgen-lock[n]: interrupted name=n signal=SIGTERM before "
+                                  "acquiring; command not run exit=143\n")
+    assert not marker.exists()

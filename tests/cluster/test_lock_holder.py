@@ -412,3 +412,136 @@ def test_mariadb_long_names_are_hashed_within_64_chars(mariadb_server, tmp_path)
     assert run(holder(mariadb_server, long_b, command=["true"])).returncode == 0
     release.touch()
     assert first.wait(timeout=TIMEOUT) == 0
+
+
+# --- the whole process tree (a `sh -c "step1; step2"` wrapper) -------------------------------
+
+def beating(beats: Path, *, ignore_term: bool = False) -> str:
+    """A step that appends a nanosecond timestamp every 20 ms until it is killed: its last
+    line is (within 20 ms) the moment it stopped running."""
+    trap = 'trap "" TERM; ' if ignore_term else ""
+    return f'sh -c \'{trap}while :; do date +%s%N >> "{beats}"; sleep 0.02; done\''
+
+
+def started_at(path: Path) -> list[str]:
+    return ["sh", "-c", f'date +%s%N > "{path}"']
+
+
+def last_beat(beats: Path) -> int:
+    return int(beats.read_text().split()[-1])
+
+
+def no_overlap(beats: Path, second_start: Path) -> None:
+    """Every beat of the first run happened before the second run started."""
+    start = int(second_start.read_text())
+    first = int(beats.read_text().split()[0])
+    assert first < start, "the second run started first: the test raced itself"
+    assert last_beat(beats) < start, f"overlap {(last_beat(beats) - start) / 1e9:.3f}s"
+
+
+@pytest.mark.parametrize("wrapper", ["step1-then-step2", "step1-ignores-sigterm"])
+def test_stopped_holder_releases_only_after_every_descendant(server, lock_name, tmp_path,
+                                                             wrapper):
+    """SIGTERM to the holder (systemctl stop, KillMode=mixed) reaches step1 inside the
+    wrapper too; one that ignores it gets SIGKILL after --grace; a second holder waiting
+    for the lock starts only after step1's last beat."""
+    beats, second = tmp_path / "beats", tmp_path / "second"
+    step1 = beating(beats, ignore_term=wrapper == "step1-ignores-sigterm")
+    first = spawn(holder(server, lock_name, "--grace", "1",
+                         command=["sh", "-c", f"{step1}; echo step2 >> {tmp_path / 'step2'}"]),
+                  start_new_session=True)
+    wait_for(lambda: beats.exists(), what="step1 to run")
+    waiter = spawn(holder(server, lock_name, "--wait", "60", command=started_at(second)))
+    wait_logged(waiter, f"waiting name={lock_name}")
+    first.send_signal(signal.SIGTERM)
+    assert first.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM, stderr_of(first)
+    assert waiter.wait(timeout=TIMEOUT) == 0, stderr_of(waiter)
+    no_overlap(beats, second)
+    assert not (tmp_path / "step2").exists()
+    if wrapper == "step1-ignores-sigterm":
+        assert f"killed name={lock_name}" in stderr_of(first)
+
+
+def test_leftover_background_process_is_stopped_before_release(server, lock_name, tmp_path):
+    """A command that exits leaving a background process behind: the holder stops it
+    before releasing, so it never runs beside the next holder's command."""
+    beats, second = tmp_path / "beats", tmp_path / "second"
+    first = spawn(holder(server, lock_name, "--grace", "1",
+                         command=["sh", "-c", f"{beating(beats)} & sleep 0.3; exit 0"]))
+    wait_for(lambda: beats.exists(), what="the background process to run")
+    waiter = spawn(holder(server, lock_name, "--wait", "60", command=started_at(second)))
+    assert first.wait(timeout=TIMEOUT) == 0, stderr_of(first)
+    assert f"leftover name={lock_name} processes=" in stderr_of(first)
+    assert waiter.wait(timeout=TIMEOUT) == 0, stderr_of(waiter)
+    no_overlap(beats, second)
+
+
+# --- lock lost server-side: detection bound (docs/cluster-locks.md) ---------------------------
+
+CONNECT_TIMEOUT = 2.0  # what holder() passes
+# Documented worst case from the loss on the server to the command's SIGTERM: Redis, the
+# renewal interval (1 s) + one renewal round trip (--connect-timeout); SQL, the socket wakes
+# the watcher at once, else the 1 s check + its round trip. SCHEDULING: the command's own
+# exit after SIGTERM and a loaded test machine's scheduling, allowed on top.
+DETECTION_BOUND = {"redis": 1.0 + CONNECT_TIMEOUT, "mariadb": 1.0 + CONNECT_TIMEOUT,
+                   "postgres": 1.0 + CONNECT_TIMEOUT}
+SCHEDULING = 1.0
+
+
+def _lose(server: Server, lock_name: str, how: str) -> None:
+    if how == "restart":
+        server.stop()
+        server.start()
+    elif server.kind == "redis":
+        server.client().delete(f"jobgen:{lock_name}")
+    elif server.kind == "mariadb":
+        import pymysql
+
+        from jobgen.runtime.backends.mysql import lock_name as get_lock_name
+
+        conn = pymysql.connect(unix_socket=str(server.socket), user="root", password="")
+        with conn.cursor() as cur:
+            cur.execute("SELECT IS_USED_LOCK(%s)", (get_lock_name(lock_name),))
+            (conn_id,) = cur.fetchone()
+            cur.execute(f"KILL {int(conn_id)}")
+        conn.close()
+    else:
+        import psycopg
+
+        from jobgen.runtime.backends.postgres import advisory_key
+
+        key = advisory_key(lock_name) & 0xFFFFFFFFFFFFFFFF
+        with psycopg.connect(host="127.0.0.1", port=server.port, user="jobgen",
+                             password=holder_env()[PASSWORD_VAR], dbname="postgres",
+                             autocommit=True) as conn:
+            n = conn.execute(
+                "SELECT count(pg_terminate_backend(pid)) FROM pg_locks WHERE locktype = "
+                "'advisory' AND granted AND classid = %s::oid AND objid = %s::oid "
+                "AND objsubid = 1", (str(key >> 32), str(key & 0xFFFFFFFF))).fetchone()[0]
+        assert n == 1
+
+
+@pytest.mark.parametrize("how", ["session-killed", "restart"])
+def test_lock_lost_server_side_stops_the_command_within_the_bound(server, lock_name, tmp_path,
+                                                                   how):
+    """Redis: the key deleted, or a restart without persistence. MariaDB: KILL of the
+    session. PostgreSQL: pg_terminate_backend. Any: a server restart. The first command is
+    stopped (76) and overlaps a second holder, started the moment the lock is free
+    again, by no more than the documented detection bound."""
+    beats, second = tmp_path / "beats", tmp_path / "second"
+    first = spawn(holder(server, lock_name, "--grace", "1", command=["sh", "-c", beating(beats)]))
+    wait_for(lambda: beats.exists(), what="first command to run")
+    if how == "session-killed":
+        # the second holder already waits, so it gets the lock the moment it is free
+        waiter = spawn(holder(server, lock_name, "--wait", "60", command=started_at(second)))
+        wait_logged(waiter, f"waiting name={lock_name}")
+        _lose(server, lock_name, how)
+    else:  # a waiter would lose its own connection in the restart: start it right after
+        _lose(server, lock_name, how)
+        waiter = spawn(holder(server, lock_name, "--wait", "60", command=started_at(second)))
+    assert first.wait(timeout=TIMEOUT) == 76, stderr_of(first)
+    assert waiter.wait(timeout=TIMEOUT) == 0, stderr_of(waiter)
+    overlap = (last_beat(beats) - int(second.read_text())) / 1e9
+    bound = DETECTION_BOUND[server.kind] + SCHEDULING
+    print(f"{server.kind} {how}: overlap {max(overlap, 0):.3f}s (bound {bound:g}s)")
+    assert overlap <= bound, stderr_of(first)

@@ -405,8 +405,7 @@ class Holder:
             if child is None or child.exited:
                 return False
             # The group id is the command's pid: valid until every member is gone.
-            found = tree.signal_tree(child.proc.pid, signum)
-        return found > 0 or child.proc.poll() is None
+            return tree.signal_tree(child.proc.pid, signum)
 
     def _stop_tree(self, signum: int) -> bool:
         """Send signum to the whole tree now and SIGKILL what is left after --grace."""
@@ -421,15 +420,12 @@ class Holder:
     def _kill_after_grace(self) -> None:
         if self.gone.wait(self.args.grace):
             return
-        killed = False
-        while not self.gone.is_set():  # again and again: a fork may race the first kill
-            if self._signal_tree(signal.SIGKILL):
-                killed = True
-            if self.gone.wait(0.05):
-                break
-        if killed:
-            log.error("killed name=%s pid=%d after --grace %gs", self.args.name,
-                      self.child.proc.pid, self.args.grace)
+        # Logged first: once the last process dies the main thread may exit at once.
+        log.error("killed name=%s pid=%d and its processes after --grace %gs",
+                  self.args.name, self.child.proc.pid, self.args.grace)
+        self._signal_tree(signal.SIGKILL)
+        while not self.gone.wait(0.05):  # again and again: a fork may race the first kill
+            self._signal_tree(signal.SIGKILL)
 
     def _on_lost(self, event: str, detail: str) -> None:
         """Called once by the backend's watcher thread."""

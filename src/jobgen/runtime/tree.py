@@ -83,21 +83,23 @@ def descendants(root: int | None = None) -> list[int]:
     return found
 
 
-def signal_tree(pgid: int | None, signum: int) -> int:
+def signal_tree(pgid: int | None, signum: int) -> bool:
     """Send signum to the command's process group and to every descendant that left it.
-    Returns how many processes were found below this one."""
+    True if it reached any process."""
+    reached = False
     if pgid is not None:
         try:
             os.killpg(pgid, signum)
+            reached = True
         except (ProcessLookupError, PermissionError):
             pass
-    below = descendants()
-    for pid in below:
+    for pid in descendants():
         try:
             os.kill(pid, signum)
+            reached = True
         except (ProcessLookupError, PermissionError):
             pass
-    return len(below)
+    return reached
 
 
 def reap_all() -> None:

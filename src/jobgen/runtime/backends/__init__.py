@@ -16,6 +16,8 @@ thread that calls lost(event, detail) once if the lock can no longer be vouched 
 from __future__ import annotations
 
 import hashlib
+import os
+import select
 import threading
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
@@ -25,6 +27,11 @@ from jobgen.contract import locks
 # The scheme table, name rules, ${VAR} pattern and URL checks are the lock contract,
 # shared with `jobgen check`: jobgen.contract.locks.
 SCHEMES = locks.SCHEMES
+
+# How often a SQL lock session is asked whether the lock is still ours, besides the
+# moment its socket turns readable (docs/cluster-locks.md: loss detection bounds).
+SESSION_CHECK_INTERVAL = 1.0
+MIN_CHECK_GAP = 0.05  # after a check woken by the socket, so a live session cannot spin us
 
 # Every lock identity is namespaced so a jobgen lock never collides with an application's
 # own use of the same server (Redis keys, GET_LOCK names, the advisory key input).
@@ -182,21 +189,41 @@ class Watcher:
 
     check() returns None while the lock is still ours, or (event, detail) when it is not;
     an exception from check() (or a check that outlives `timeout`) is `failure_event`.
+    With `wake_fd` (the lock session's socket) a check also runs the moment the socket
+    turns readable: a lock session is idle, so the server writing to it, or closing it
+    (KILL, pg_terminate_backend, shutdown), is news about the lock.
     """
 
     def __init__(self, check: Callable[[], tuple[str, str] | None], interval: float,
-                 timeout: float, name: str, failure_event: str = "connection-lost") -> None:
+                 timeout: float, name: str, failure_event: str = "connection-lost",
+                 wake_fd: int | None = None) -> None:
         self._check = check
         self._failure_event = failure_event
         self._interval = interval
         self._timeout = timeout
         self._stop = threading.Event()
+        self._stop_r, self._stop_w = os.pipe()  # wakes select() at once on stop()
+        self._wake_fd = wake_fd
         self._thread: threading.Thread | None = None
         self._name = name
 
+    def _sleep(self) -> bool:
+        """Wait for the interval, the socket or stop(); True when stopped."""
+        fds = [self._stop_r] + ([self._wake_fd] if self._wake_fd is not None else [])
+        try:
+            ready, _, _ = select.select(fds, [], [], self._interval)
+        except (OSError, ValueError):  # the socket was closed under us: check now
+            ready = []
+            self._wake_fd = None
+        if self._stop_r in ready or self._stop.is_set():
+            return True
+        if ready:  # readable socket: give a live session's stray message time to be read
+            self._stop.wait(MIN_CHECK_GAP)
+        return self._stop.is_set()
+
     def start(self, lost: Callable[[str, str], None]) -> None:
         def loop() -> None:
-            while not self._stop.wait(self._interval):
+            while not self._sleep():
                 try:
                     verdict = bounded(self._check, self._timeout, self._name)
                 except LockError as e:  # any failure to vouch for the lock is a loss
@@ -214,6 +241,7 @@ class Watcher:
 
     def stop(self) -> None:
         self._stop.set()
+        os.write(self._stop_w, b"x")
         if self._thread is not None:
             self._thread.join(self._timeout + 1)
 
@@ -248,9 +276,14 @@ class SessionHeld:
         with self._busy:
             return self.check()
 
+    def socket_fd(self) -> int | None:
+        """The session socket's file descriptor, for the watcher to wake on."""
+        return None
+
     def watch(self, lost: Callable[[str, str], None]) -> None:
-        self._watcher = Watcher(self._checked, max(1.0, self._opts.connect_timeout),
-                                self._opts.connect_timeout + 1, "jobgen-session")
+        self._watcher = Watcher(self._checked, SESSION_CHECK_INTERVAL,
+                                self._opts.connect_timeout + 1, "jobgen-session",
+                                wake_fd=self.socket_fd())
         self._watcher.start(lost)
 
     def release(self) -> bool:

@@ -126,6 +126,10 @@ class Held(SessionHeld):
         super().__init__(conn, opts)
         self._name = lname
 
+    def socket_fd(self) -> int | None:
+        sock = getattr(self._conn, "_sock", None)  # PyMySQL keeps its socket here
+        return sock.fileno() if sock is not None else None
+
     def check(self) -> tuple[str, str] | None:
         ours = _call(lambda: _scalar(self._conn, "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", self._name))
         if ours != 1:

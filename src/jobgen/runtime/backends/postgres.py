@@ -129,6 +129,12 @@ class Held(SessionHeld):
         super().__init__(conn, opts)
         self._key = key
 
+    def socket_fd(self) -> int | None:
+        try:
+            return self._conn.fileno()
+        except Exception:
+            return None
+
     def check(self) -> tuple[str, str] | None:
         _call(lambda: self._conn.execute("SELECT 1").fetchone())
         return None  # the session is alive, so its session-level lock is still held
