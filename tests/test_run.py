@@ -244,3 +244,18 @@ ENV_FILE_CASES = [
 @pytest.mark.parametrize("text, expected", ENV_FILE_CASES)
 def test_environment_file_syntax(text, expected):
     assert parse_env_file(text) == expected
+
+
+def test_interrupt_reaches_the_job_and_ends_jobgen_run_with_its_status(workdir):
+    """Ctrl-C (SIGINT to jobgen run) reaches the job, which has its own session, and
+    `jobgen run` ends with the job's status instead of a traceback."""
+    job = {"command": ["/bin/sh", "-c", 'trap "echo got-int; exit 9" INT; echo ready; '
+                                        "while :; do sleep 0.05; done"]}
+    proc = subprocess.Popen([*JOBGEN, "run", str(manifest(workdir, **job)), "show"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"  # the job runs: an observable fact
+    proc.send_signal(2)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 9, err
+    assert out == "got-int\n"
+    assert "Traceback" not in err

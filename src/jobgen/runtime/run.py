@@ -28,6 +28,7 @@ import grp
 import os
 import pwd
 import shutil
+import signal
 import subprocess
 import threading
 from dataclasses import dataclass, field
@@ -51,6 +52,8 @@ SYNTHESIZED_NO_LOGIN = ("nobody", "65534")
 # Shells systemd treats as "no login" placeholders: SHELL is then not set.
 NOLOGIN_SHELLS = ("/bin/nologin", "/sbin/nologin", "/usr/bin/nologin", "/usr/sbin/nologin",
                   "/bin/false", "/usr/bin/false", "/bin/true", "/usr/bin/true")
+
+FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 # Failures before the job's program runs -> (exit code, systemd's name for the same failure).
 # The codes are systemd's own exec status codes (systemd.exec(5) "Process Exit Codes"),
@@ -318,6 +321,27 @@ def start(proc: Process, stdout, stderr) -> int:
     tree.become_subreaper()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
+    # Ctrl-C in the caller's terminal, or a SIGTERM/SIGHUP to jobgen run, reaches only
+    # jobgen (the job has its own session): pass it on to the job's session, as systemd's
+    # stop signals the unit. One that arrives before the job exists is passed on then.
+    pending: list[int] = []
+    job: list[int] = []
+
+    def forward(signum: int, _frame) -> None:
+        if job:
+            tree.signal_tree(job[0], signum)
+        else:
+            pending.append(signum)
+
+    saved = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    try:
+        return _start(proc, stdout, stderr, out_r, out_w, err_r, err_w, job, pending)
+    finally:
+        for sig, handler in saved.items():
+            signal.signal(sig, handler)
+
+
+def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pending) -> int:
     try:
         child = subprocess.Popen(
             proc.argv, env=proc.env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
@@ -334,13 +358,16 @@ def start(proc: Process, stdout, stderr) -> int:
     finally:
         os.close(out_w)
         os.close(err_w)
+    job.append(child.pid)  # the job's session and process group id
+    for signum in pending:
+        tree.signal_tree(child.pid, signum)
     relays = [threading.Thread(target=_relay, args=(fd, dst), daemon=True)
               for fd, dst in ((out_r, stdout), (err_r, stderr))]
     for t in relays:
         t.start()
     status = child.wait()
     if tree.descendants():  # the unit's remaining processes are killed when it ends
-        tree.signal_tree(None, 15)
+        tree.signal_tree(None, signal.SIGTERM)
         done = threading.Event()
         killer = threading.Thread(target=_kill_later, args=(done,), daemon=True)
         killer.start()
@@ -355,12 +382,19 @@ def _kill_later(done: threading.Event, grace: float = 10.0) -> None:
     if done.wait(grace):
         return
     while not done.is_set():
-        tree.signal_tree(None, 9)
+        tree.signal_tree(None, signal.SIGKILL)
         done.wait(0.05)
 
 
 def _relay(fd: int, dst) -> None:
+    """Copy the job's output to ours; if ours is gone (a closed pipe), keep reading so the
+    job never blocks on a full pipe, and drop what it writes."""
     with os.fdopen(fd, "rb", buffering=0) as src:
         while chunk := src.read(65536):
-            dst.write(chunk)
-            dst.flush()
+            if dst is None:
+                continue
+            try:
+                dst.write(chunk)
+                dst.flush()
+            except (OSError, ValueError):
+                dst = None
