@@ -224,20 +224,20 @@ def test_job_under_a_terminal_cannot_open_dev_tty(account, workdir):
 # systemd's EnvironmentFile= syntax (env-file.c), one line per behaviour.
 ENV_FILE_CASES = [
     ("A=1", [("A", "1")]),
-    ("  A = 1  ", [("A", "1")]),  # whitespace around key and value dropped
-    ("# comment\n; also\nA=1", [("A", "1")]),
-    ('A="two words"', [("A", "two words")]),
-    ("A='$HOME \\n'", [("A", "$HOME \\n")]),  # single quotes: literal
-    ('A="a\\"b\\\\c\\$d\\x"', [("A", 'a"b\\c$d\\x')]),  # only \" \\ \` \$ are escapes
-    ("A=a\\ b", [("A", "a b")]),
-    ("A=one\\\ntwo", [("A", "onetwo")]),  # backslash-newline continues
-    ('A="x"\'y\'z', [("A", "xyz")]),  # parts concatenate
-    ("A=$B", [("A", "$B")]),  # no expansion
-    ("A=", [("A", "")]),
-    ("no equals sign\nB=2", [("B", "2")]),
+    ("  SPACED = 1  ", [("SPACED", "1")]),  # whitespace around key and value dropped
+    ("# comment\n; also\nC=1", [("C", "1")]),
+    ('DQ="two words"', [("DQ", "two words")]),
+    ("SQ='$HOME \\n'", [("SQ", "$HOME \\n")]),  # single quotes: literal
+    ('ESC="a\\"b\\\\c\\$d\\x"', [("ESC", 'a"b\\c$d\\x')]),  # only \" \\ \` \$ escape
+    ("BS=a\\ b", [("BS", "a b")]),
+    ("CONT=one\\\ntwo", [("CONT", "onetwo")]),  # backslash-newline continues
+    ('CAT="x"\'y\'z', [("CAT", "xyz")]),  # parts concatenate
+    ("NOEXP=$B", [("NOEXP", "$B")]),  # no expansion
+    ("EMPTY=", [("EMPTY", "")]),
+    ("no equals sign\nAFTER=2", [("AFTER", "2")]),
     ("1A=x\nexport C=3", []),  # invalid names are ignored
-    ("A=1\nA=2", [("A", "1"), ("A", "2")]),  # the later one wins when applied
-    ('A="unterminated', [("A", "unterminated")]),
+    ("TWICE=1\nTWICE=2", [("TWICE", "1"), ("TWICE", "2")]),  # the later one wins when applied
+    ('UNTERM="unterminated', [("UNTERM", "unterminated")]),
 ]
 
 
@@ -259,3 +259,115 @@ def test_interrupt_reaches_the_job_and_ends_jobgen_run_with_its_status(workdir):
     assert proc.returncode == 9, err
     assert out == "got-int\n"
     assert "Traceback" not in err
+
+
+# --- the same job as a real unit (systemd 252 booted in a container, as the host's) ---------
+
+# Variables only a unit has (systemd.exec(5)): its run's id, its journal stream, the pid
+# systemd spawned. Everything else must be the same.
+UNIT_ONLY = {"INVOCATION_ID", "JOURNAL_STREAM", "SYSTEMD_EXEC_PID"}
+LOCALE = {"LANG", "LANGUAGE"} | {v for v in os.environ if v.startswith("LC_")}
+
+
+@pytest.mark.e2e
+def test_run_and_the_unit_give_the_job_the_same_process():
+    """One manifest, rendered and started as a unit under real systemd 252 (Debian 12, the
+    host's own release) and run with `jobgen run` on the host, with the same user (same
+    uid, groups, home and shell) created on both sides: the job reports the same ids,
+    groups, umask, directory, session, no_new_privs and environment."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
+    from container import Container, HarnessError, missing_prerequisites
+
+    if reason := missing_prerequisites(["bookworm"]):
+        pytest.skip(reason)
+    if subprocess.run(["systemctl", "--version"], capture_output=True, text=True).stdout.split()[1] != "252":
+        pytest.skip("the host's systemd is not 252: PATH and defaults would differ by design")
+    tag = uuid.uuid4().hex[:6]
+    user, extra, uid = f"jgcmp{tag}", f"jgcsup{tag}", 42000 + int(tag[:3], 16)
+    setup = [
+        ["groupadd", "-g", str(uid), user], ["groupadd", "-g", str(uid + 1), extra],
+        ["useradd", "-u", str(uid), "-g", user, "-G", extra, "--no-create-home",
+         "--home-dir", f"/home/{user}", "--shell", "/bin/bash", user],
+        ["mkdir", "-p", "-m", "0777", "/run/jgcmp"],
+    ]
+    # Every EnvironmentFile= syntax case of ENV_FILE_CASES, read by systemd and by jobgen.
+    envfile = "".join(f"{text}\n" for text, _ in ENV_FILE_CASES[:-1]) + ENV_FILE_CASES[-1][0]
+    out = "/run/jgcmp/report-" + tag
+    job = {"user": user, "working_directory": "/var/lib", "environment": {"A": "m", "B": "2"},
+           "environment_file": "/etc/jgcmp.env", "command": ["/bin/sh", "-c", f"({REPORT}) > {out}"]}
+    with_unit = Path("/tmp") / f"jobgen-cmp-{tag}"
+    with_unit.mkdir()
+    path = manifest(with_unit, **job)
+    container = Container("252")
+    try:
+        container.boot()
+        for argv in setup:
+            container.run(*argv)
+        container.write_file("/etc/jgcmp.env", envfile)
+        units = with_unit / "units"
+        r = subprocess.run([*JOBGEN, "render", str(path), "-o", str(units)], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+        container.install_units(units)
+        container.systemctl("start", "show.service", timeout=120)
+        unit_facts, unit_env = report(container.read_file(out).decode())
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    finally:
+        container.halt()
+    try:
+        for argv in setup:
+            subprocess.run(argv, check=True)
+        Path("/etc/jgcmp.env").write_text(envfile)
+        res = jobgen_run(path)
+        assert res.returncode == 0, res.stderr
+        run_facts, run_env = report(Path(out).read_text())
+    finally:
+        subprocess.run(["userdel", user], check=False)
+        subprocess.run(["groupdel", extra], check=False)
+        subprocess.run(["groupdel", user], check=False)
+        subprocess.run(["rm", "-rf", "/run/jgcmp", "/etc/jgcmp.env", str(with_unit)], check=False)
+    for facts in (unit_facts, run_facts):
+        assert facts.pop("pid") == facts.pop("sid")  # a session leader on both sides
+    assert run_facts == unit_facts
+    assert unit_env.keys() - UNIT_ONLY - LOCALE == run_env.keys() - LOCALE
+    assert {k: v for k, v in unit_env.items() if k not in UNIT_ONLY | LOCALE} == \
+        {k: v for k, v in run_env.items() if k not in LOCALE}
+    assert "LANG" in unit_env and "LANG" in run_env  # each from its own system's locale
+    assert run_env["SQ"] == "$HOME \\n" and run_env["UNTERM"] == "unterminated"  # read at all
+
+
+def test_load_credential_is_a_private_file_for_the_job(account, workdir):
+    """lock.credential (LoadCredential=NAME:PATH): the job finds the file under
+    $CREDENTIALS_DIRECTORY, readable by its user only, and it is gone after the run."""
+    user, _ = account
+    secret = workdir / "lockpw"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o600)  # root's: the job's user could not read the original
+    job = {"user": user.pw_name,
+           "command": ["/bin/sh", "-c", 'echo "dir=$CREDENTIALS_DIRECTORY"; '
+                                        'stat -c "mode=%a owner=%U" "$CREDENTIALS_DIRECTORY/lockpw"; '
+                                        'echo "content=$(cat "$CREDENTIALS_DIRECTORY/lockpw")"']}
+    path = manifest(workdir, **job)
+    text = path.read_text().replace('"lock": {"scope": "unit"}', '"lock": {"scope": "cluster", '
+                                    '"name": "shop:cred", "backend": "redis://127.0.0.1:1/0", '
+                                    f'"credential": "lockpw:{secret}"}}')
+    path.write_text(text)
+    # The lock holder would need a server: run the job's own argv through the same context.
+    from jobgen.compiler import pipeline
+    from jobgen.runtime import run
+
+    spec = pipeline.build(str(path), None, "/usr/bin/jobgen").plan.runs["show"]
+    own = type(spec)(tuple(job["command"]), *[getattr(spec, f) for f in
+                     ("environment", "working_directory", "user", "group", "environment_files",
+                      "no_new_privs", "umask", "credentials")])
+    out_r, out_w = os.pipe()
+    with os.fdopen(out_w, "wb") as sink, open(os.devnull, "wb") as err:
+        code = run.start(run.build(own), sink, err)
+    output = os.read(out_r, 65536).decode()
+    os.close(out_r)
+    assert code == 0, output
+    facts = dict(line.split("=", 1) for line in output.splitlines())
+    assert f"mode=400 owner={user.pw_name}" in output
+    assert facts["content"] == "s3cret"
+    assert not Path(facts["dir"]).exists()

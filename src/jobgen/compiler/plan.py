@@ -123,12 +123,15 @@ class RunSpec:
     environment_files: tuple[str, ...] = ()  # EnvironmentFile= values, '-' prefix kept
     no_new_privs: bool = False  # NoNewPrivileges=yes in the unit
     umask: int = 0o022  # UMask= (systemd's default; jobgen sets none)
+    credentials: tuple[tuple[str, str], ...] = ()  # LoadCredential= NAME:PATH pairs
 
     @classmethod
     def for_job(cls, argv: tuple[str, ...], job: Job) -> "RunSpec":
+        credential = job.lock.credential if job.lock else None
         return cls(argv, job.environment, job.working_directory, job.user, job.group,
                    environment_files=(job.environment_file,) if job.environment_file else (),
-                   no_new_privs=("Service", "NoNewPrivileges", "yes") in HARDENING[job.hardening])
+                   no_new_privs=("Service", "NoNewPrivileges", "yes") in HARDENING[job.hardening],
+                   credentials=(tuple(credential.split(":", 1)),) if credential else ())
 
 
 @dataclass(frozen=True)

@@ -12,10 +12,12 @@ from the same plan (compiler/plan.RunSpec): the unit's ExecStart= argv, and
 - its own session with no controlling terminal (setsid): the job cannot open /dev/tty or
   push keystrokes into the caller's terminal (TIOCSTI needs it as controlling tty);
   stdout/stderr reach the caller through pipes jobgen relays, never the terminal itself;
-- no_new_privs when the unit has NoNewPrivileges=yes (hardening default or strict).
+- no_new_privs when the unit has NoNewPrivileges=yes (hardening default or strict);
+- LoadCredential=NAME:PATH: the file copied into a private directory only the job's user
+  can read, named by $CREDENTIALS_DIRECTORY, removed after the run.
 
 Not reproduced (a unit-only context): sandboxing (PrivateTmp=, ProtectSystem=, ...),
-LoadCredential=, the unit's cgroup, INVOCATION_ID/JOURNAL_STREAM/SYSTEMD_EXEC_PID.
+the unit's cgroup, INVOCATION_ID/JOURNAL_STREAM/SYSTEMD_EXEC_PID.
 
 Pure building (build) is separate from starting (start): a test can compare the two.
 This module never prints or exits: cli/run.py does.
@@ -30,6 +32,7 @@ import pwd
 import shutil
 import signal
 import subprocess
+import tempfile
 import threading
 from dataclasses import dataclass, field
 from typing import Protocol
@@ -66,6 +69,7 @@ EXIT: dict[str, tuple[int, str]] = {
     "user": (217, "USER"),
     "permission": (77, "NOPERM"),  # not root: cannot become the job's user
     "environment-file": (78, "CONFIG"),
+    "credentials": (243, "CREDENTIALS"),
 }
 
 
@@ -85,6 +89,7 @@ class Spec(Protocol):  # compiler.plan.RunSpec (runtime does not import the comp
     environment_files: tuple[str, ...]
     no_new_privs: bool
     umask: int
+    credentials: tuple[tuple[str, str], ...]
 
 
 @dataclass(frozen=True)
@@ -98,6 +103,7 @@ class Process:
     umask: int
     no_new_privs: bool
     user: str | None = field(default=None)
+    credentials: tuple[tuple[str, str], ...] = ()
 
 
 # --------------------------------------------------------------------------- env files
@@ -291,7 +297,7 @@ def build(spec: Spec, *, euid: int | None = None) -> Process:
     env.update(spec.environment)
     env.update(load_env_files(spec.environment_files))
     return Process(tuple(spec.argv), env, spec.working_directory, uid, gid, groups,
-                   spec.umask, spec.no_new_privs, user)
+                   spec.umask, spec.no_new_privs, user, tuple(spec.credentials))
 
 
 # --------------------------------------------------------------------------- starting
@@ -334,11 +340,41 @@ def start(proc: Process, stdout, stderr) -> int:
             pending.append(signum)
 
     saved = {sig: signal.signal(sig, forward) for sig in FORWARDED}
+    creds = None
     try:
+        creds = _credentials(proc) if proc.credentials else None
+        if creds:
+            proc = Process(**{**proc.__dict__, "env": {**proc.env, "CREDENTIALS_DIRECTORY": creds}})
         return _start(proc, stdout, stderr, out_r, out_w, err_r, err_w, job, pending)
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
+        if creds:
+            shutil.rmtree(creds, ignore_errors=True)
+
+
+def _credentials(proc: Process) -> str:
+    """LoadCredential=: each file copied (as root, who reads it for systemd too) into a
+    fresh directory that only the job's user can enter, files 0400 (systemd.exec(5))."""
+    folder = tempfile.mkdtemp(prefix="jobgen-credentials-", dir="/run" if os.access("/run", os.W_OK) else None)
+    try:
+        for name, source in proc.credentials:
+            with open(source, "rb") as f:
+                data = f.read()
+            target = os.path.join(folder, name)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
+            with os.fdopen(fd, "wb") as out:
+                out.write(data)
+            if proc.uid is not None:
+                os.chown(target, proc.uid, proc.gid if proc.gid is not None else -1)
+        if proc.uid is not None:
+            os.chown(folder, proc.uid, proc.gid if proc.gid is not None else -1)
+        os.chmod(folder, 0o500)
+    except OSError as e:
+        shutil.rmtree(folder, ignore_errors=True)
+        raise RunError("credentials", f"credential {e.filename}: {e.strerror} (the unit would "
+                       "fail with status 243/CREDENTIALS)") from None
+    return folder
 
 
 def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pending) -> int:
