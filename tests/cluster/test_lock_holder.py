@@ -1,7 +1,7 @@
 """`jobgen lock` against real lock servers: each test states one behaviour of the holder,
 starts holders as real processes, and checks what the command did through files it wrote.
 
-Exit codes under test (src/jobgen/runtime/lock.py EXIT): the command's own status when it ran,
+Exit codes under test (src/jobgen/contract/locks.py EXIT): the command's own status when it ran,
 75 conflict, 69 server unreachable, 77 authentication failed, 78 configuration error,
 76 lock lost mid-run, 64 usage.
 """

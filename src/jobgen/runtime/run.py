@@ -335,7 +335,7 @@ def start(proc: Process, stdout, stderr) -> int:
 
     def forward(signum: int, _frame) -> None:
         if job:
-            tree.signal_tree(job[0], signum)
+            _signal_group(job[0], signum)
         else:
             pending.append(signum)
 
@@ -396,7 +396,7 @@ def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pendi
         os.close(err_w)
     job.append(child.pid)  # the job's session and process group id
     for signum in pending:
-        tree.signal_tree(child.pid, signum)
+        _signal_group(child.pid, signum)
     relays = [threading.Thread(target=_relay, args=(fd, dst), daemon=True)
               for fd, dst in ((out_r, stdout), (err_r, stderr))]
     for t in relays:
@@ -412,6 +412,15 @@ def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pendi
     for t in relays:
         t.join()
     return 128 - status if status < 0 else status
+
+
+def _signal_group(pgid: int, signum: int) -> None:
+    """The job's process group only, as a terminal signals its foreground group: a lock
+    holder in it passes the signal on to its own command's group itself."""
+    try:
+        os.killpg(pgid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
 
 
 def _kill_later(done: threading.Event, grace: float = 10.0) -> None:
