@@ -57,6 +57,7 @@ URLS = [
     ("mysql://jobgen@127.0.0.1:1", True),
     ("postgresql://jobgen:${PW}@127.0.0.1:1/shop?sslmode=disable", True),
     ("postgres://jobgen@127.0.0.1:1/shop?password=${PW}", True),  # a secret, by variable
+    ("postgresql://jobgen@127.0.0.1:1/shop?passfile=/etc/jobgen/pgpass", True),  # a path
     ("foo://127.0.0.1/", False),
     ("redis://", False),
     ("redis://127.0.0.1:port/0", False),

@@ -136,6 +136,7 @@ SCHEME_LIST = ", ".join(s + "://" for s in SCHEMES)
 # '@', such a value must be `${VAR}`: the URL is written into a world-readable unit
 # (/etc/systemd/system is 0755) and the holder's argv (/proc/PID/cmdline).
 _SECRET_KEY = re.compile(r"pass|pwd|secret|token|credential|^auth$|^key$", re.IGNORECASE)
+_NOT_SECRET = frozenset({"passfile"})  # libpq: the path of a password file, not a password
 
 LITERAL_PASSWORD = (
     "a literal password would be readable by every local user (in the unit file and the "
@@ -163,7 +164,7 @@ class RawUrl:
 
 
 def is_secret_key(key: str) -> bool:
-    return bool(_SECRET_KEY.search(key))
+    return key.lower() not in _NOT_SECRET and bool(_SECRET_KEY.search(key))
 
 
 def _literal(value: str | None) -> bool:
