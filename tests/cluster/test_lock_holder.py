@@ -462,6 +462,24 @@ def test_stopped_holder_releases_only_after_every_descendant(server, lock_name, 
         assert f"killed name={lock_name}" in stderr_of(first)
 
 
+def test_sigkilled_holder_takes_the_whole_wrapper_with_it(server, lock_name, tmp_path):
+    """SIGKILL to the holder (nothing it can catch): its keeper kills the command's whole
+    process group, step1 inside the wrapper included, before the SQL session ends (Redis:
+    before the lease runs out), so the waiting second holder starts after step1's end."""
+    beats, second = tmp_path / "beats", tmp_path / "second"
+    first = spawn(holder(server, lock_name, "--ttl", "2",
+                         command=["sh", "-c", f"{beating(beats)}; echo step2 >> {tmp_path / 'step2'}"]),
+                  start_new_session=True)
+    wait_for(lambda: beats.exists(), what="step1 to run")
+    waiter = spawn(holder(server, lock_name, "--wait", "60", command=started_at(second)))
+    wait_logged(waiter, f"waiting name={lock_name}")
+    first.send_signal(signal.SIGKILL)
+    first.wait(timeout=TIMEOUT)
+    assert waiter.wait(timeout=TIMEOUT) == 0, stderr_of(waiter)
+    no_overlap(beats, second)
+    assert not (tmp_path / "step2").exists()
+
+
 def test_leftover_background_process_is_stopped_before_release(server, lock_name, tmp_path):
     """A command that exits leaving a background process behind: the holder stops it
     before releasing, so it never runs beside the next holder's command."""

@@ -245,10 +245,6 @@ class Holder:
         if self.pending:  # a stop signal during start-up: never ask for the lock
             self.phase = "done"
             return self._finish_signal(self.pending[0], "before acquiring")
-        try:
-            tree.become_subreaper()
-        except OSError as e:
-            return self._finish("internal-error", f"cannot own the command's processes: {e}")
         return self._locked_run(backend, target, opts)
 
     def _read_password(self) -> str:
@@ -302,10 +298,20 @@ class Holder:
             return self._finish("conflict", f"backend={where} {bound}")
         token = f" token={held.token}" if held.token else ""
         log.info("acquired name=%s backend=%s%s waited=%.3fs", self.args.name, where, token, waited)
+        lifeline = None
         try:
-            code = self._run_command(held)
+            # After the lock is taken, so the keeper shares the lock session (tree.Lifeline);
+            # before becoming a subreaper, so the keeper is never our child.
+            lifeline = tree.Lifeline()
+            tree.become_subreaper()
+            code = self._run_command(held, lifeline)
+        except OSError as e:  # fork or prctl refused: never run the command unowned
+            self.phase = "done"
+            code = self._finish("internal-error", f"cannot own the command's processes: {e}")
         finally:
             self._release(held)
+            if lifeline is not None:
+                lifeline.done()
         return code
 
     def _release(self, held) -> None:
@@ -323,7 +329,7 @@ class Holder:
         finally:
             held.close()
 
-    def _run_command(self, held) -> int:
+    def _run_command(self, held, lifeline: tree.Lifeline) -> int:
         env = dict(self.env)
         env.pop("JOBGEN_LOCK_TOKEN", None)  # never pass on an outer holder's token
         if held.token:
@@ -343,6 +349,7 @@ class Holder:
             os.setpgid(proc.pid, proc.pid)  # both sides, so no signal finds it in ours
         except OSError:
             pass  # it already did (or already exec'd): either way it leads its own group
+        lifeline.guard(proc.pid)
         with self.state_lock:
             self.child = _Child(proc)
         self.phase = "running"

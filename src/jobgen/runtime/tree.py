@@ -7,10 +7,10 @@ descendant of its command outlives the lock.
   descendant, however it forked or daemonized (setsid, double fork).
 - The command starts in its own process group, so one kill(2) reaches the whole
   pipeline atomically (killpg), and `descendants()` finds those that left the group.
-- The command itself gets PR_SET_PDEATHSIG=SIGKILL: if the holder is SIGKILLed it dies
-  too. Its descendants then go on until systemd's stop kills the unit's cgroup
-  (KillMode=mixed ends with SIGKILL to every process of the unit); see
-  docs/cluster-locks.md for what that means outside a unit.
+- The command itself gets PR_SET_PDEATHSIG=SIGKILL, and a keeper process (Lifeline)
+  kills its whole process group if the holder dies, even by SIGKILL, before the lock's
+  SQL session can end. Descendants that left the group (setsid) are then left to
+  systemd's stop (KillMode=mixed ends with SIGKILL to every process of the unit).
 """
 
 from __future__ import annotations
@@ -18,6 +18,7 @@ from __future__ import annotations
 import ctypes
 import os
 import signal
+import time
 from pathlib import Path
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -111,3 +112,82 @@ def reap_all() -> None:
             os.waitpid(-1, 0)
         except ChildProcessError:
             return
+
+
+class Lifeline:
+    """A keeper process that kills the command's process group if the holder dies, even by
+    SIGKILL, and only then lets the lock session end.
+
+    The keeper is forked (no exec: a few ms) right after the lock is taken, so it shares
+    the holder's open lock connection: a SQL server sees the session end only when the
+    last copy of its socket closes, that is after the keeper has killed the command's
+    group and seen it gone. The holder's normal release (RELEASE_LOCK / pg_advisory_unlock,
+    then a protocol-level quit) ends the session whatever the keeper holds. The keeper
+    learns the group id and "done" through a pipe whose write end only the holder has: EOF
+    without "done" means the holder died. It is double-forked before the holder becomes a
+    subreaper, so it is never one of the holder's children to wait for, and it leaves
+    the session so a terminal's Ctrl-C does not reach it.
+    """
+
+    GONE_TIMEOUT = 10.0  # how long the keeper waits for the killed group to disappear
+
+    def __init__(self) -> None:
+        r, w = os.pipe()
+        pid = os.fork()
+        if pid == 0:  # intermediate
+            try:
+                os.close(w)
+                if os.fork() == 0:  # keeper
+                    _keep(r)
+            finally:
+                os._exit(0)
+        os.close(r)
+        os.waitpid(pid, 0)
+        self._w: int | None = w
+
+    def guard(self, pgid: int) -> None:
+        self._send(f"{pgid}\n")
+
+    def done(self) -> None:
+        self._send("done\n")
+        if self._w is not None:
+            os.close(self._w)
+            self._w = None
+
+    def _send(self, text: str) -> None:
+        if self._w is not None:
+            try:
+                os.write(self._w, text.encode())
+            except OSError:  # the keeper is gone (killed with the unit): nothing to tell
+                pass
+
+
+def _keep(r: int) -> None:
+    """The keeper's whole life; never returns."""
+    try:
+        os.setsid()
+        for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
+            signal.signal(sig, signal.SIG_IGN)
+        null = os.open(os.devnull, os.O_RDWR)
+        for fd in (0, 1, 2):
+            os.dup2(null, fd)
+        data = b""
+        while chunk := os.read(r, 64):
+            data += chunk
+            if b"done\n" in data:
+                os._exit(0)
+        groups = [int(x) for x in data.split() if x.isdigit()]
+        for pgid in groups:  # the holder died without "done": end what it started
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+            except OSError:
+                continue
+            deadline = time.monotonic() + Lifeline.GONE_TIMEOUT
+            while time.monotonic() < deadline:
+                try:
+                    os.killpg(pgid, 0)
+                except OSError:
+                    break
+                time.sleep(0.01)
+    finally:
+        os._exit(0)
