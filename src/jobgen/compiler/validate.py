@@ -16,7 +16,6 @@ import shlex
 import signal as _signal
 from dataclasses import dataclass
 from typing import Any, Callable
-from urllib.parse import parse_qsl, urlsplit
 from zoneinfo import available_timezones
 
 from jobgen.compiler import names, timespec
