@@ -43,7 +43,8 @@ from jobgen.runtime import tree
 # split /usr, which is what Debian 12's systemd 252 sets).
 FALLBACK_PATH = "/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"
 # The manager's locale: /etc/locale.conf (systemd), /etc/default/locale (Debian's patch);
-# with none, systemd sets LANG=C.UTF-8 (locale_setup(), since 250... SYSTEMD_DEFAULT_LOCALE).
+# with none configured, services get LANG=C.UTF-8 (systemd 252 in a Debian 12 container
+# without a locale file, tests/test_run.py's comparison with a real unit).
 LOCALE_FILES = ("/etc/locale.conf", "/etc/default/locale")
 DEFAULT_LANG = "C.UTF-8"
 LOCALE_VARS = ("LANG", "LANGUAGE", "LC_CTYPE", "LC_NUMERIC", "LC_TIME", "LC_COLLATE",
