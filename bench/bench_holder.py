@@ -7,6 +7,11 @@ Starts its own redis-server, MariaDB and PostgreSQL on loopback (tests/cluster/l
 runs `true` N times through each, and writes bench/results-holder.md (median, p90, and the
 median overhead over the bare command). Backends whose server or client library is missing
 are reported as skipped.
+
+With --overlap T (default 5) it also measures, T times per case, how long a command goes on
+after its lock was lost on the server (key deleted / session killed, server restart) while a
+second holder takes the lock: the worst case per case is what docs/cluster-locks.md cites.
+The cases and the measurement are the tests' own (tests/cluster/test_lock_holder.py).
 """
 
 from __future__ import annotations
@@ -41,6 +46,37 @@ def timed(argv: list[str], runs: int, env: dict[str, str]) -> list[float]:
     return times
 
 
+def overlap_once(server, how: str, work: Path, n: int) -> float:
+    """One loss: seconds the first command ran after the second holder's command started
+    (0 when it had stopped before)."""
+    from test_lock_holder import _lose, beating, last_beat  # the tests' cases, not copies
+
+    env = holder_env()
+    name = f"bench/overlap-{server.kind}-{how}-{n}"
+    beats, second = work / f"beats-{name.replace('/', '-')}", work / f"second-{name.replace('/', '-')}"
+    waiting = work / f"waiting-{name.replace('/', '-')}"
+    argv = lambda *o, command: holder_argv("--backend", server.url(), "--name", name,  # noqa: E731
+                                           "--connect-timeout", "2", *o, "--", *command)
+    first = subprocess.Popen(argv("--grace", "1", command=["sh", "-c", beating(beats)]),
+                             env=env, stderr=subprocess.DEVNULL)
+    while not beats.exists():
+        time.sleep(0.01)
+    started = ["sh", "-c", f'date +%s%N > "{second}"']
+    if how == "session-killed":
+        with open(waiting, "w") as err:
+            waiter = subprocess.Popen(argv("--wait", "60", command=started), env=env, stderr=err)
+        while "waiting name=" not in waiting.read_text():
+            time.sleep(0.01)
+        _lose(server, name, how)
+    else:
+        _lose(server, name, how)
+        waiter = subprocess.Popen(argv("--wait", "60", command=started), env=env,
+                                  stderr=subprocess.DEVNULL)
+    first.wait(timeout=120)
+    waiter.wait(timeout=120)
+    return max(0.0, (last_beat(beats) - int(second.read_text())) / 1e9)
+
+
 def p90(xs: list[float]) -> float:
     return sorted(xs)[max(0, int(len(xs) * 0.9) - 1)]
 
@@ -60,6 +96,8 @@ def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--runs", type=int, default=40)
     ap.add_argument("--out", default=str(REPO / "bench" / "results-holder.md"))
+    ap.add_argument("--overlap", type=int, default=5, metavar="T",
+                    help="lock-loss trials per case (0: skip)")
     args = ap.parse_args()
 
     env = holder_env()
@@ -92,11 +130,17 @@ def main() -> int:
                       holder_argv("--backend", server.url(), "--name", "bench", "--", *COMMAND)))
 
     rows = []
+    overlaps: list[tuple[str, str, list[float]]] = []
     try:
         for label, argv in cases:
             times = timed(argv, args.runs, env)
             rows.append((label, statistics.median(times), p90(times)))
             print(f"{label:50s} median {statistics.median(times) * 1000:7.1f} ms", flush=True)
+        for server in servers:
+            for how in ("session-killed", "restart") if args.overlap else ():
+                got = [overlap_once(server, how, work, n) for n in range(args.overlap)]
+                overlaps.append((server.kind, how, got))
+                print(f"overlap {server.kind} {how}: worst {max(got):.3f}s", flush=True)
     finally:
         for server in servers:
             server.stop()
@@ -128,6 +172,27 @@ def main() -> int:
         "systemd.timer(5)) this is noise, but it is paid on every run, on every node.",
         "",
     ]
+    if overlaps:
+        what = {"session-killed": {"redis": "key deleted", "mariadb": "KILL of the session",
+                                   "postgres": "pg_terminate_backend"},
+                "restart": {"redis": "restart without persistence", "mariadb": "server restart",
+                            "postgres": "server restart"}}
+        lines += [
+            "## Lock lost on the server: how long the first command overlaps the second",
+            "",
+            f"{args.overlap} trials per case: the first holder runs a command that writes a",
+            "timestamp every 20 ms (exits on SIGTERM); the lock is lost on the server; a second",
+            "holder (already waiting when the server stays up, started right after a restart)",
+            "takes it. Overlap = the first command's last timestamp minus the second command's",
+            "start (0 if it had stopped before). `--connect-timeout 2`, default `--ttl`.",
+            "",
+            "| backend | loss | worst s | median s |",
+            "|---|---|---:|---:|",
+        ]
+        for kind, how, got in overlaps:
+            lines.append(f"| {kind} | {what[how][kind]} | {max(got):.3f} | "
+                         f"{statistics.median(got):.3f} |")
+        lines.append("")
     Path(args.out).write_text("\n".join(lines))
     print(f"wrote {args.out}")
     return 0

@@ -8,8 +8,8 @@ job's user, and a request written by root would be unreadable to its drainer.
 
 from __future__ import annotations
 
+import dataclasses
 import os
-import subprocess
 import sys
 from pathlib import Path
 from typing import Optional
@@ -36,11 +36,16 @@ def _self() -> str:
 
 
 def _run_as_job(spec, argv: list[str]) -> int:
-    if os.geteuid() == 0 and spec.user:
-        group = ["--regid", spec.group] if spec.group else []
-        argv = ["/usr/bin/setpriv", "--reuid", spec.user, *group, "--init-groups", "--", *argv]
-    env = dict(os.environ) | dict(spec.environment)
-    return subprocess.call(argv, env=env)
+    """The runtime command in the job's own process context (user, groups, environment and
+    environment files, as `jobgen run` builds it): the spool is the job user's, and a cluster
+    URL's ${VAR} comes from the job's environment file."""
+    from jobgen.runtime import run as runtime
+
+    try:
+        return runtime.start(runtime.build(dataclasses.replace(spec, argv=tuple(argv))), sys.stdout.buffer, sys.stderr.buffer)
+    except runtime.RunError as exc:
+        err(f"jobgen: error: {exc}")
+        raise typer.Exit(exc.code)
 
 
 def register(app: typer.Typer) -> None:

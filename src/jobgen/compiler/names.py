@@ -1,4 +1,5 @@
-"""Unit and lock names: what systemd accepts, decided here and nowhere else.
+"""Unit names: what systemd accepts, decided here and nowhere else (lock names: the lock
+contract, jobgen.contract.locks).
 
 systemd.unit(5): a unit name is at most 255 characters of ``[A-Za-z0-9:_.\\-]`` (plus one
 ``@`` for templates) followed by the type suffix. jobgen uses the job's name as the
@@ -17,8 +18,6 @@ JOB_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:-]*")
 # A unit another unit points at (OnFailure=, OnSuccess=). The instance may use the
 # specifiers for "this unit" (systemd.unit(5)): alert@%n.service is the common idiom.
 UNIT_REF = re.compile(r"[A-Za-z0-9_.:\\-]+(@([A-Za-z0-9_.:\\-]|%[nNpPiI])*)?\.(service|target|socket|timer|path|mount)")
-LOCK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]*")
-CLUSTER_LOCK_NAME = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/-]*")
 USER_NAME = re.compile(r"[a-z_][a-z0-9_-]*\$?|[0-9]+")
 ENV_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
 _UNIT_SUFFIXES = (".service", ".timer", ".target", ".socket", ".path", ".mount")

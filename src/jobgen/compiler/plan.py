@@ -28,13 +28,14 @@ from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, 
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
 from jobgen.compiler.target import Target, parse_target
+from jobgen.contract import locks
 
 # Stated in every output when the manifest names no target: Debian 12 and RHEL 9 ship
 # 252, the oldest systemd of the mainstream server releases still in full support.
 # Assuming the newest would write directives older hosts ignore with a warning.
 DEFAULT_TARGET = ">=252"
 
-CONFLICT_EXIT = 75  # EX_TEMPFAIL (sysexits.h): "try again later", jobgen's lock-conflict code
+CONFLICT_EXIT = locks.CONFLICT_EXIT  # 75, EX_TEMPFAIL: the lock contract's conflict code, every scope
 FLOCK = "/usr/bin/flock"  # util-linux; Essential on Debian, in util-linux-core on RHEL
 SH = "/bin/sh"
 DEFAULT_HOLDER = "/usr/bin/jobgen"
@@ -132,13 +133,26 @@ class UnitFile:
 
 @dataclass(frozen=True)
 class RunSpec:
-    """What `jobgen run` executes: the unit's own ExecStart= argv and context."""
+    """What `jobgen run` executes: the unit's own ExecStart= argv and the context systemd
+    gives it (runtime/run.py builds the process from this, as systemd.exec(5) does)."""
 
     argv: tuple[str, ...]
     environment: tuple[tuple[str, str], ...]
     working_directory: str | None
     user: str | None
     group: str | None
+    environment_files: tuple[str, ...] = ()  # EnvironmentFile= values, '-' prefix kept
+    no_new_privs: bool = False  # NoNewPrivileges=yes in the unit
+    umask: int = 0o022  # UMask= (systemd's default; jobgen sets none)
+    credentials: tuple[tuple[str, str], ...] = ()  # LoadCredential= NAME:PATH pairs
+
+    @classmethod
+    def for_job(cls, argv: tuple[str, ...], job: Job) -> "RunSpec":
+        credential = job.lock.credential if job.lock else None
+        return cls(argv, job.environment, job.working_directory, job.user, job.group,
+                   environment_files=(job.environment_file,) if job.environment_file else (),
+                   no_new_privs=("Service", "NoNewPrivileges", "yes") in HARDENING[job.hardening],
+                   credentials=(tuple(credential.split(":", 1)),) if credential else ())
 
 
 @dataclass(frozen=True)
@@ -520,7 +534,7 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
         tmpfiles.append(_tmpfile(lockfile, job))
     if emulate_defer:
         tmpfiles.append(_tmpfile(stamp, job))
-    run = RunSpec(argv, job.environment, job.working_directory, job.user, job.group)
+    run = RunSpec.for_job(argv, job)
     comment = f"job {job.name}: overlap={job.overlap}, lock={job.lock.scope if job.lock else 'none'}"
     return [svc.freeze(comment), timer.freeze(comment)], run, tmpfiles
 
@@ -627,7 +641,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
         owner, group = job.user or "root", job.group or ("root" if not job.user else "-")
         lines += [f"d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
         lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", "/tmp", "/pending", "/running", "/failed")]
-    run = RunSpec((*enqueue, "jobgen run"), job.environment, job.working_directory, job.user, job.group)
+    run = RunSpec.for_job((*enqueue, "jobgen run"), job)
     return files, run, lines, store
 
 

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from datetime import datetime, timezone as dt_timezone
 from pathlib import PurePath
 from typing import Any, Callable
-from urllib.parse import parse_qsl, urlsplit
 from zoneinfo import available_timezones
 
 from jobgen.compiler import cron, limits, names, timespec
@@ -43,6 +42,7 @@ from jobgen.compiler.model import (
 from jobgen.compiler.directive_table import LAST_RELEASE
 from jobgen.contract.policies import DEFAULT_OVERLAP, DEFAULT_SCOPE, OVERLAP, SCOPES
 from jobgen.compiler.target import Target, parse_target
+from jobgen.contract import locks
 
 MANIFEST_VERSION = "1"
 
@@ -757,6 +757,14 @@ def _job_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Problems
     return Job(name=name, pos=pos, keypos=keypos, **v)
 
 
+def _queue_lacks_database(url: str) -> bool:
+    try:
+        raw = locks.split_url(url)
+    except locks.UrlProblem:
+        return False  # the lock check reports the URL itself
+    return locks.SCHEMES[raw.scheme].queue_needs_database and not raw.path.strip("/")
+
+
 def _job_queue(what: str, overlap: str | None, queue: Queue | None, lock: Lock | None, seen: _Seen, pos: Pos, p: _Problems) -> Queue | None:
     if overlap is None or not OVERLAP[overlap].queues:
         if "queue" in seen.keypos and overlap is not None:
@@ -765,8 +773,7 @@ def _job_queue(what: str, overlap: str | None, queue: Queue | None, lock: Lock |
     if lock is not None and not SCOPES[lock.scope].lock_file and not SCOPES[lock.scope].server:
         # `jobgen drain` run by hand, or from a second unit, must see the drainer's lock.
         p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' needs 'lock.scope: host' or 'cluster' (the drainer's lock); 'unit' guards only the unit")
-    if lock is not None and SCOPES[lock.scope].server and lock.backend and urlsplit(lock.backend).scheme.lower() in ("mariadb", "mysql") \
-            and not urlsplit(lock.backend).path.strip("/"):
+    if lock is not None and SCOPES[lock.scope].server and lock.backend and _queue_lacks_database(lock.backend):
         # GET_LOCK needs no database; the queue's table does.
         p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' keeps its requests in a table: 'lock.backend' must name a database (e.g. mariadb://db.internal/jobs)")
     return queue or Queue()
@@ -802,56 +809,18 @@ def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, s
             if getattr(spec, _LOCK_FIELDS.get(key, key)) is not None:
                 p.error(kp[key], f"{what}: 'lock.{key}' only applies to 'scope: cluster' (scope is '{scope}')")
     name = spec.name or job
-    allowed = "_.:@-/" if kind.server else "_.:@-"
-    pattern = names.CLUSTER_LOCK_NAME if kind.server else names.LOCK_NAME
     # Without lock.name the job's name is used, already checked as a unit name (a subset).
-    if spec.name is not None and not pattern.fullmatch(name):
-        p.error(
-            kp.get("name", at),
-            f"{what}: 'lock.name': '{name}' may only contain letters, digits and '{allowed}', "
-            "starting with a letter, digit or '_'",
-        )
+    # The rule per scope is the lock contract's, the one `jobgen lock --name` applies.
+    if spec.name is not None and (problem := locks.name_problem(scope, name)):
+        p.error(kp.get("name", at), f"{what}: 'lock.name': {problem}")
     if kind.server:
         if spec.backend is None:
-            p.error(at, f"{what}: 'scope: cluster' needs 'lock.backend', the lock server's URL ({_SCHEME_LIST})")
-        elif problem := _backend_problem(spec.backend):
+            p.error(at, f"{what}: 'scope: cluster' needs 'lock.backend', the lock server's URL ({locks.SCHEME_LIST})")
+        elif problem := locks.url_problem(spec.backend):
             p.error(kp["backend"], f"{what}: 'lock.backend': {problem}")
         if spec.name is None:
             p.error(at, f"{what}: 'scope: cluster' needs an explicit 'lock.name', the identity every host shares (e.g. 'shop:{job}')")
     return Lock(scope, name, spec.backend, spec.ttl_usec, spec.password_file, spec.credential, spec.path)
-
-
-_BACKEND_SCHEMES = ("redis", "rediss", "mariadb", "mysql", "postgresql", "postgres")
-_SCHEME_LIST = ", ".join(s + "://" for s in _BACKEND_SCHEMES)
-_VARIABLE = re.compile(r"\$\{[A-Za-z_][A-Za-z0-9_]*\}")
-
-
-def _backend_problem(url: str) -> str | None:
-    """What `jobgen lock` (backends.parse_url) would refuse at run time, found now.
-    Messages never repeat the URL: it may hold a password."""
-    try:
-        parts = urlsplit(url)
-    except ValueError as exc:
-        return f"not a valid URL ({exc}); expected e.g. redis://redis.internal:6379/0"
-    if parts.scheme.lower() not in _BACKEND_SCHEMES:
-        return f"unsupported scheme '{parts.scheme}'; allowed: {_SCHEME_LIST}"
-    if not parts.hostname:
-        return f"the URL names no host; expected e.g. {parts.scheme}://db.internal/"
-    hostport = parts.netloc.rpartition("@")[2]
-    port = (hostport.partition("]")[2] if hostport.startswith("[") else hostport).partition(":")[2]
-    if port and not (port.isdigit() or _VARIABLE.fullmatch(port)):
-        return f"the port '{port}' is not a number"
-    # Unit files are world-readable (/etc/systemd/system is 0755): a password in the URL
-    # would be readable by every local user. It must come from the environment at run
-    # time (${VAR}, expanded by the lock holder, not by systemd) or a password file.
-    # PostgreSQL also takes one from the query (libpq's password=).
-    secrets = [parts.password or ""] + [v for k, v in parse_qsl(parts.query) if k.lower() == "password"]
-    if any(s and not _VARIABLE.fullmatch(s) for s in secrets):
-        return (
-            "a literal password would be written into a world-readable unit; "
-            "write ${VARIABLE} (set in environment_file) in its place, or use lock.password_file"
-        )
-    return None
 
 
 def _worker_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Problems) -> Worker:

@@ -6,8 +6,20 @@
 Take the lock, start the command (same stdio; JOBGEN_LOCK_TOKEN in its environment when the
 backend gives a fencing token), forward SIGTERM/SIGINT/SIGHUP to it, wait, release, and exit
 with the command's status. The command never runs without the lock: every failure to take
-it has its own exit code (EXIT below) and one log line on stderr, which journald records
-for a unit. This module prints nothing else and never calls sys.exit (jobgen/cli does).
+it has its own exit code (contract.locks.EXIT) and one log line on stderr, which journald
+records for a unit. This module prints nothing else and never calls sys.exit (jobgen/cli does).
+
+The holder owns the whole process tree it starts (tree.py): the command runs in its own
+process group, the holder is a child subreaper (prctl(2) PR_SET_CHILD_SUBREAPER) so every
+orphaned descendant becomes its child, signals go to every descendant, and the lock is
+released only after the last descendant is gone, so a `sh -c "step1; step2"` wrapper
+cannot leave step1 running under a lock the next holder already has.
+
+Signals during start-up: from main()'s first line on, SIGTERM/SIGINT/SIGHUP are recorded,
+never lost: one that arrives before the lock is asked for ends the holder with 128+N and
+the command never runs (the log line says "before acquiring"). Before main() runs (the
+interpreter starting, ~50 ms) the kernel's default action applies: the process ends by
+the signal, with nothing taken and nothing run.
 """
 
 from __future__ import annotations
@@ -24,32 +36,11 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from jobgen.runtime import backends
+from jobgen.contract import locks
+from jobgen.runtime import backends, tree
 from jobgen.runtime.backends import AuthFailed, ConfigError, LockError, ServerError, Unreachable
 
-# Outcome -> (exit code, meaning). Codes follow sysexits.h where one fits; 75 (EX_TEMPFAIL) is
-# the conflict code of every jobgen lock scope, so units count it as success
-# (SuccessExitStatus=75). When the command ran, the holder exits with the command's status
-# instead (128+N when a signal N ended it), as a shell does.
-EXIT: dict[str, tuple[int, str]] = {
-    "conflict": (75, "lock held elsewhere, or the --wait bound ran out; command not run"),
-    "unreachable": (69, "lock server unreachable or timed out; command not run"),
-    "server-error": (69, "lock server answered with an error instead of a decision (GET_LOCK "
-                         "NULL, Redis READONLY replica); command not run"),
-    "internal-error": (70, "unexpected failure inside jobgen lock (a bug: please report it); "
-                           "command not run"),
-    "auth-failed": (77, "lock server refused the credentials; command not run"),
-    "config-error": (78, "bad URL, unknown scheme, undefined ${VAR}, unreadable password file "
-                         "or missing client library; command not run"),
-    "lease-lost": (76, "Redis lease could not be renewed or was no longer ours mid-run; "
-                       "command got SIGTERM, then SIGKILL after --grace"),
-    "connection-lost": (76, "SQL session holding the lock broke mid-run; "
-                            "command got SIGTERM, then SIGKILL after --grace"),
-    "usage": (64, "bad command line; command not run"),
-    "not-found": (127, "lock taken but the command does not exist"),
-    "not-executable": (126, "lock taken but the command could not be executed"),
-}
-
+EXIT = locks.EXIT  # outcome -> (exit code, meaning): the lock contract owns the table
 # Which LockError subclass becomes which outcome (most specific first).
 ERROR_OUTCOME: tuple[tuple[type[LockError], str], ...] = (
     (ConfigError, "config-error"),
@@ -102,10 +93,8 @@ def _seconds(minimum: float, inclusive: bool = True):
 
 
 def _lock_name(text: str) -> str:
-    if not backends.NAME_RE.fullmatch(text):
-        raise argparse.ArgumentTypeError(
-            f"{text!r}: lock names are 1-255 characters of A-Z a-z 0-9 . _ : / @ + = -, "
-            "starting with a letter or digit")
+    if problem := locks.name_problem("cluster", text):
+        raise argparse.ArgumentTypeError(problem)
     return text
 
 
@@ -161,17 +150,45 @@ def _setup_logging(tag: str) -> None:
 
 
 def main(argv: list[str]) -> int:
+    # First: a stop signal from here on is recorded, never lost and never fatal halfway.
+    early = _EarlySignals()
     try:
-        args, command = parse(argv)
-    except _HelpShown:
-        return 0
-    except UsageError as e:
-        _setup_logging("-")
-        code = EXIT["usage"][0]
-        log.error("usage-error %s exit=%d", e, code)
-        return code
-    _setup_logging(args.job or args.name)
-    return Holder(args, command, os.environ).run()
+        try:
+            args, command = parse(argv)
+        except _HelpShown:
+            return 0
+        except UsageError as e:
+            _setup_logging("-")
+            code = EXIT["usage"][0]
+            log.error("usage-error %s exit=%d", e, code)
+            return code
+        _setup_logging(args.job or args.name)
+        holder = Holder(args, command, os.environ)
+        holder.pending = early.take_over(holder._on_signal)
+        return holder.run()
+    finally:
+        early.restore()
+
+
+class _EarlySignals:
+    """Handlers installed before anything else: signals are queued until the Holder
+    takes them over (then it sees them as pending), so start-up has one defined outcome."""
+
+    def __init__(self) -> None:
+        self.queue: list[int] = []
+        self.saved = {s: signal.signal(s, self._record) for s in FORWARDED}
+
+    def _record(self, signum: int, _frame) -> None:
+        self.queue.append(signum)
+
+    def take_over(self, handler) -> list[int]:
+        for s in FORWARDED:
+            signal.signal(s, handler)
+        return self.queue
+
+    def restore(self) -> None:
+        for s, h in self.saved.items():
+            signal.signal(s, h)
 
 
 class _Interrupted(BaseException):  # not swallowed by any `except Exception`
@@ -185,16 +202,24 @@ class _Child:
     exited: bool = False  # waitid saw it exit; its pid is not reused until we reap it
 
 
+# Signals after which the command must be gone within --grace (a stop, not a reload).
+STOPPING = (signal.SIGTERM, signal.SIGINT)
+
+
 class Holder:
     def __init__(self, args: argparse.Namespace, command: list[str], env: Mapping[str, str]):
         self.args = args
         self.command = command
         self.env = env
-        self.phase = "setup"  # setup -> acquiring -> starting -> running -> done
+        self.pid = os.getpid()
+        self.phase = "setup"  # setup -> acquiring -> starting -> running -> draining -> done
         self.pending: list[int] = []
         self.child: _Child | None = None
-        self.state_lock = threading.Lock()  # child.exited / lost, shared with the watcher
-        self.exited = threading.Event()
+        # child / lost / killer, shared with the watcher and grace threads. Re-entrant: the
+        # signal handler runs in the main thread, possibly while the main thread holds it.
+        self.state_lock = threading.RLock()
+        self.gone = threading.Event()  # every descendant has exited
+        self.killer: threading.Thread | None = None
         self.lost: str | None = None
 
     # -- outcomes ---------------------------------------------------------------------------
@@ -217,12 +242,10 @@ class Holder:
         self._warn_lease(target)
         opts = backends.Options(wait=self.args.wait, ttl=self.args.ttl,
                                 connect_timeout=self.args.connect_timeout)
-        saved = {s: signal.signal(s, self._on_signal) for s in FORWARDED}
-        try:
-            return self._locked_run(backend, target, opts)
-        finally:
-            for s, h in saved.items():
-                signal.signal(s, h)
+        if self.pending:  # a stop signal during start-up: never ask for the lock
+            self.phase = "done"
+            return self._finish_signal(self.pending[0], "before acquiring")
+        return self._locked_run(backend, target, opts)
 
     def _read_password(self) -> str:
         path = backends.expand(self.args.password_file, self.env)
@@ -233,21 +256,26 @@ class Holder:
             raise ConfigError(f"password file {path}: {e.strerror}") from None
 
     def _warn_lease(self, target: backends.Target) -> None:
-        # A failed renewal is noticed up to ttl/3 + connect-timeout after the last good one;
-        # the command must be gone (grace) before the remaining lease runs out.
-        if backends.SCHEMES[target.scheme][0] != "redis":
+        # A failed renewal is noticed up to one renewal interval + connect-timeout after the
+        # last good one; the command must be gone (grace) before the remaining lease runs out.
+        if backends.SCHEMES[target.scheme].module != "redis":
             return
-        margin = self.args.ttl * 2 / 3 - self.args.connect_timeout
+        from jobgen.runtime.backends.redis import renew_interval
+
+        margin = self.args.ttl - renew_interval(self.args.ttl) - self.args.connect_timeout
         if self.args.grace >= margin:
-            log.warning("config-warning name=%s --grace %gs >= 2/3 of --ttl minus "
-                        "--connect-timeout (%gs): after a lost lease the command may outlive it",
-                        self.args.name, self.args.grace, margin)
+            log.warning("config-warning name=%s --grace %gs >= --ttl minus the renewal interval "
+                        "and --connect-timeout (%gs): after a lost lease the command may "
+                        "outlive it", self.args.name, self.args.grace, margin)
 
     def _locked_run(self, backend, target: backends.Target, opts: backends.Options) -> int:
         where = target.display()
         started = time.monotonic()
         held = None
         self.phase = "acquiring"  # a stop signal now abandons the attempt
+        if opts.wait:  # a run that may wait says so (and that it now handles stop signals)
+            log.info("waiting name=%s backend=%s up to --wait %gs", self.args.name, where,
+                     opts.wait)
         try:
             held = backend.acquire(target, self.args.name, opts)
             self.phase = "starting"  # from here signals queue until the command exists
@@ -270,10 +298,20 @@ class Holder:
             return self._finish("conflict", f"backend={where} {bound}")
         token = f" token={held.token}" if held.token else ""
         log.info("acquired name=%s backend=%s%s waited=%.3fs", self.args.name, where, token, waited)
+        lifeline = None
         try:
-            code = self._run_command(held)
+            # After the lock is taken, so the keeper shares the lock session (tree.Lifeline);
+            # before becoming a subreaper, so the keeper is never our child.
+            lifeline = tree.Lifeline()
+            tree.become_subreaper()
+            code = self._run_command(held, lifeline)
+        except OSError as e:  # fork or prctl refused: never run the command unowned
+            self.phase = "done"
+            code = self._finish("internal-error", f"cannot own the command's processes: {e}")
         finally:
             self._release(held)
+            if lifeline is not None:
+                lifeline.done()
         return code
 
     def _release(self, held) -> None:
@@ -291,7 +329,7 @@ class Holder:
         finally:
             held.close()
 
-    def _run_command(self, held) -> int:
+    def _run_command(self, held, lifeline: tree.Lifeline) -> int:
         env = dict(self.env)
         env.pop("JOBGEN_LOCK_TOKEN", None)  # never pass on an outer holder's token
         if held.token:
@@ -300,59 +338,101 @@ class Holder:
             self.phase = "done"
             return self._finish_signal(self.pending[0], "before the command started")
         try:
-            proc = subprocess.Popen(self.command, env=env, preexec_fn=_die_with_parent())
+            proc = subprocess.Popen(self.command, env=env, preexec_fn=tree.child_setup(self.pid))
         except FileNotFoundError as e:
             self.phase = "done"
             return self._finish("not-found", f"command={self.command[0]!r}: {e.strerror}")
         except OSError as e:
             self.phase = "done"
             return self._finish("not-executable", f"command={self.command[0]!r}: {e.strerror}")
-        self.child = _Child(proc)
+        try:
+            os.setpgid(proc.pid, proc.pid)  # both sides, so no signal finds it in ours
+        except OSError:
+            pass  # it already did (or already exec'd): either way it leads its own group
+        lifeline.guard(proc.pid)
+        with self.state_lock:
+            self.child = _Child(proc)
         self.phase = "running"
         log.info("started name=%s pid=%d command=%s", self.args.name, proc.pid, self.command[0])
         for signum in self.pending:
             self._forward(signum)
         held.watch(self._on_lost)
         t0 = time.monotonic()
-        _wait_exited(proc.pid)  # not reaped yet: its pid cannot be reused under _kill
+        _wait_exited(proc.pid)  # not reaped yet: its pid (= the group id) cannot be reused
+        status = proc.wait()
+        code = 128 - status if status < 0 else status
+        self.phase = "draining"
+        self._drain(proc.pid)
         with self.state_lock:
             self.child.exited = True
             lost = self.lost
-        self.exited.set()
-        status = proc.wait()
+        self.gone.set()
         self.phase = "done"
-        code = 128 - status if status < 0 else status
         log.info("exited name=%s pid=%d status=%d ran=%.3fs", self.args.name, proc.pid, code,
                  time.monotonic() - t0)
         if lost:
             return self._finish(lost, f"command status was {code}")
         return code
 
+    def _drain(self, pid: int) -> None:
+        """The command has exited: its leftover descendants are stopped (SIGTERM, SIGKILL
+        after --grace) and reaped before the lock is released."""
+        left = tree.descendants()
+        if left:
+            log.warning("leftover name=%s processes=%d after the command exited; SIGTERM, "
+                        "SIGKILL in %gs", self.args.name, len(left), self.args.grace)
+            self._stop_tree(signal.SIGTERM)
+        tree.reap_all()
+
     # -- signals and loss -------------------------------------------------------------------
 
     def _on_signal(self, signum: int, _frame) -> None:
         # Runs in the main thread between bytecodes (Python signal semantics).
+        if os.getpid() != self.pid:  # a forked child between fork and exec: not ours to handle
+            return
         if self.phase == "acquiring":
             raise _Interrupted(signum)
-        if self.phase == "starting":
+        if self.phase in ("setup", "starting"):
             self.pending.append(signum)
-        elif self.phase == "running":
+        elif self.phase in ("running", "draining"):
             self._forward(signum)
 
     def _forward(self, signum: int) -> None:
-        if self._kill(signum):
+        if signum in STOPPING:
+            sent = self._stop_tree(signum)
+        else:
+            sent = self._signal_tree(signum)
+        if sent:
             log.info("forwarded name=%s signal=%s pid=%d", self.args.name,
                      signal.Signals(signum).name, self.child.proc.pid)
 
-    def _kill(self, signum: int) -> bool:
-        child = self.child
-        if child is None or child.exited:
-            return False
-        try:
-            os.kill(child.proc.pid, signum)
-        except ProcessLookupError:
-            return False
-        return True
+    def _signal_tree(self, signum: int) -> bool:
+        with self.state_lock:
+            child = self.child
+            if child is None or child.exited:
+                return False
+            # The group id is the command's pid: valid until every member is gone.
+            return tree.signal_tree(child.proc.pid, signum)
+
+    def _stop_tree(self, signum: int) -> bool:
+        """Send signum to the whole tree now and SIGKILL what is left after --grace."""
+        sent = self._signal_tree(signum)
+        with self.state_lock:
+            if self.killer is None and self.child is not None and not self.child.exited:
+                self.killer = threading.Thread(target=self._kill_after_grace,
+                                               name="jobgen-grace", daemon=True)
+                self.killer.start()
+        return sent
+
+    def _kill_after_grace(self) -> None:
+        if self.gone.wait(self.args.grace):
+            return
+        # Logged first: once the last process dies the main thread may exit at once.
+        log.error("killed name=%s pid=%d and its processes after --grace %gs",
+                  self.args.name, self.child.proc.pid, self.args.grace)
+        self._signal_tree(signal.SIGKILL)
+        while not self.gone.wait(0.05):  # again and again: a fork may race the first kill
+            self._signal_tree(signal.SIGKILL)
 
     def _on_lost(self, event: str, detail: str) -> None:
         """Called once by the backend's watcher thread."""
@@ -361,15 +441,9 @@ class Holder:
                 log.warning("%s-after-exit name=%s %s", event, self.args.name, detail)
                 return
             self.lost = event
-            self._kill(signal.SIGTERM)
-        log.error("%s name=%s %s; sent SIGTERM to pid=%d, SIGKILL in %gs", event,
-                  self.args.name, detail, self.child.proc.pid, self.args.grace)
-        if not self.exited.wait(self.args.grace):
-            with self.state_lock:
-                killed = self._kill(signal.SIGKILL)
-            if killed:
-                log.error("killed name=%s pid=%d after --grace %gs", self.args.name,
-                          self.child.proc.pid, self.args.grace)
+        self._stop_tree(signal.SIGTERM)
+        log.error("%s name=%s %s; sent SIGTERM to pid=%d and its processes, SIGKILL in %gs",
+                  event, self.args.name, detail, self.child.proc.pid, self.args.grace)
 
     def _finish_signal(self, signum: int, when: str) -> int:
         code = 128 + signum
@@ -386,23 +460,3 @@ def _wait_exited(pid: int) -> None:
             return
         except ChildProcessError:
             return
-
-
-def _die_with_parent():
-    """preexec_fn: the command gets SIGKILL if the holder dies (prctl(2) PR_SET_PDEATHSIG).
-
-    Without it a SIGKILLed holder (outside systemd's cgroup kill) would leave the command
-    running while a SQL server, seeing the session end, hands the lock to the next node.
-    """
-    import ctypes
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    parent = os.getpid()
-    PR_SET_PDEATHSIG = 1
-
-    def child_setup() -> None:
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
-        if os.getppid() != parent:  # the holder died before prctl took effect
-            os._exit(1)
-
-    return child_setup

@@ -16,30 +16,26 @@ thread that calls lost(event, detail) once if the lock can no longer be vouched 
 from __future__ import annotations
 
 import hashlib
-import re
+import os
+import select
 import threading
-import urllib.parse
 from dataclasses import dataclass, field
 from typing import Callable, Mapping
 
-# scheme -> (backend module under jobgen.runtime.backends, client library it imports, pip extra)
-SCHEMES: dict[str, tuple[str, str, str]] = {
-    "redis": ("redis", "redis", "redis"),
-    "rediss": ("redis", "redis", "redis"),  # TLS
-    "mariadb": ("mysql", "pymysql", "mariadb"),
-    "mysql": ("mysql", "pymysql", "mariadb"),
-    "postgresql": ("postgres", "psycopg", "postgres"),
-    "postgres": ("postgres", "psycopg", "postgres"),
-}
+from jobgen.contract import locks
+
+# The scheme table, name rules, ${VAR} pattern and URL checks are the lock contract,
+# shared with `jobgen check`: jobgen.contract.locks.
+SCHEMES = locks.SCHEMES
+
+# How often a SQL lock session is asked whether the lock is still ours, besides the
+# moment its socket turns readable (docs/cluster-locks.md: loss detection bounds).
+SESSION_CHECK_INTERVAL = 1.0
+MIN_CHECK_GAP = 0.05  # after a check woken by the socket, so a live session cannot spin us
 
 # Every lock identity is namespaced so a jobgen lock never collides with an application's
 # own use of the same server (Redis keys, GET_LOCK names, the advisory key input).
 NAMESPACE = "jobgen:"
-
-# Lock names: printable and unambiguous in logs, keys and SQL strings.
-NAME_RE = re.compile(r"[A-Za-z0-9][A-Za-z0-9._:/@+=-]{0,254}")
-
-_VAR_RE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
 
 
 class LockError(Exception):
@@ -103,47 +99,31 @@ def expand(text: str, env: Mapping[str, str]) -> str:
             raise ConfigError(f"${{{var}}} is not set in the environment")
         return env[var]
 
-    return _VAR_RE.sub(one, text)
+    return locks.VARIABLE.sub(one, text)
 
 
 def parse_url(url: str, env: Mapping[str, str]) -> Target:
-    """Split first, then expand each part, so an expanded password may contain '@', '/' or ':'."""
+    """The contract's checks first (exactly what `jobgen check` refuses), then each part
+    expanded on its own, so an expanded password may contain '@', '/' or ':'."""
     try:
-        parts = urllib.parse.urlsplit(url)
-        port_text = _port_text(parts.netloc)
-    except ValueError as e:
-        raise ConfigError(f"bad backend URL: {e}") from None
-    scheme = parts.scheme.lower()
-    if scheme not in SCHEMES:
-        raise ConfigError(f"unknown backend scheme {scheme!r} (allowed: {', '.join(SCHEMES)})")
-    host = expand(urllib.parse.unquote(parts.hostname or ""), env)
+        raw = locks.split_url(url)
+    except locks.UrlProblem as e:
+        raise ConfigError(f"lock backend URL: {e}") from None
+    port = expand(raw.port, env)
+    if port and not (port.isdigit() and 0 < int(port) < 65536):
+        raise ConfigError(f"lock backend URL: the port {raw.port} is {port!r}, not a port number")
+    host = expand(raw.host, env)
     if not host:
-        raise ConfigError("backend URL has no host")
-    port_str = expand(port_text, env) if port_text else ""
-    if port_str and not port_str.isdigit():
-        raise ConfigError(f"backend URL port {port_str!r} is not a number")
-    user = parts.username
-    password = parts.password
-    query = {}
-    for k, v in urllib.parse.parse_qsl(parts.query, keep_blank_values=True):
-        query[k] = expand(v, env)
+        raise ConfigError(f"lock backend URL: the host {raw.host} is empty")
     return Target(
-        scheme=scheme,
+        scheme=raw.scheme,
         host=host,
-        port=int(port_str) if port_str else None,
-        username=expand(urllib.parse.unquote(user), env) if user else None,
-        password=expand(urllib.parse.unquote(password), env) if password is not None else None,
-        path=expand(urllib.parse.unquote(parts.path.lstrip("/")), env),
-        query=query,
+        port=int(port) if port else None,
+        username=expand(raw.username, env) if raw.username is not None else None,
+        password=expand(raw.password, env) if raw.password is not None else None,
+        path=expand(raw.path, env),
+        query={k: expand(v, env) for k, v in raw.query},
     )
-
-
-def _port_text(netloc: str) -> str:
-    """The port as written (urlsplit's .port refuses `${PORT}`)."""
-    hostport = netloc.rpartition("@")[2]
-    if hostport.startswith("["):  # IPv6 literal
-        return hostport.partition("]")[2].removeprefix(":")
-    return hostport.partition(":")[2]
 
 
 def with_password(target: Target, password: str) -> Target:
@@ -157,7 +137,8 @@ def load(scheme: str):
     The client is imported here, before any connection, so a host without it fails as a
     configuration error (and the backend's own lazy imports are then cache hits).
     """
-    module, client, extra = SCHEMES[scheme]
+    spec = locks.SCHEMES[scheme]
+    module, client, extra = spec.module, spec.client, spec.extra
     import importlib
 
     try:
@@ -208,21 +189,41 @@ class Watcher:
 
     check() returns None while the lock is still ours, or (event, detail) when it is not;
     an exception from check() (or a check that outlives `timeout`) is `failure_event`.
+    With `wake_fd` (the lock session's socket) a check also runs the moment the socket
+    turns readable: a lock session is idle, so the server writing to it, or closing it
+    (KILL, pg_terminate_backend, shutdown), is news about the lock.
     """
 
     def __init__(self, check: Callable[[], tuple[str, str] | None], interval: float,
-                 timeout: float, name: str, failure_event: str = "connection-lost") -> None:
+                 timeout: float, name: str, failure_event: str = "connection-lost",
+                 wake_fd: int | None = None) -> None:
         self._check = check
         self._failure_event = failure_event
         self._interval = interval
         self._timeout = timeout
         self._stop = threading.Event()
+        self._stop_r, self._stop_w = os.pipe()  # wakes select() at once on stop()
+        self._wake_fd = wake_fd
         self._thread: threading.Thread | None = None
         self._name = name
 
+    def _sleep(self) -> bool:
+        """Wait for the interval, the socket or stop(); True when stopped."""
+        fds = [self._stop_r] + ([self._wake_fd] if self._wake_fd is not None else [])
+        try:
+            ready, _, _ = select.select(fds, [], [], self._interval)
+        except (OSError, ValueError):  # the socket was closed under us: check now
+            ready = []
+            self._wake_fd = None
+        if self._stop_r in ready or self._stop.is_set():
+            return True
+        if ready:  # readable socket: give a live session's stray message time to be read
+            self._stop.wait(MIN_CHECK_GAP)
+        return self._stop.is_set()
+
     def start(self, lost: Callable[[str, str], None]) -> None:
         def loop() -> None:
-            while not self._stop.wait(self._interval):
+            while not self._sleep():
                 try:
                     verdict = bounded(self._check, self._timeout, self._name)
                 except LockError as e:  # any failure to vouch for the lock is a loss
@@ -240,6 +241,7 @@ class Watcher:
 
     def stop(self) -> None:
         self._stop.set()
+        os.write(self._stop_w, b"x")
         if self._thread is not None:
             self._thread.join(self._timeout + 1)
 
@@ -274,9 +276,14 @@ class SessionHeld:
         with self._busy:
             return self.check()
 
+    def socket_fd(self) -> int | None:
+        """The session socket's file descriptor, for the watcher to wake on."""
+        return None
+
     def watch(self, lost: Callable[[str, str], None]) -> None:
-        self._watcher = Watcher(self._checked, max(1.0, self._opts.connect_timeout),
-                                self._opts.connect_timeout + 1, "jobgen-session")
+        self._watcher = Watcher(self._checked, SESSION_CHECK_INTERVAL,
+                                self._opts.connect_timeout + 1, "jobgen-session",
+                                wake_fd=self.socket_fd())
         self._watcher.start(lost)
 
     def release(self) -> bool:

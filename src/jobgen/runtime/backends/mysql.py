@@ -37,8 +37,6 @@ UNREACHABLE_ERRNOS = {2003, 2006, 2013, 2055}
 # (connect timeout + this) still bounds every round trip when --wait is long.
 WAIT_SLICE = 5.0
 
-QUERY_PARAMS = {"ssl_ca", "ssl_cert", "ssl_key", "charset"}
-
 
 def lock_name(name: str) -> str:
     """The GET_LOCK name for a jobgen lock name (documented in docs/cluster-locks.md)."""
@@ -74,9 +72,7 @@ def _call(fn):
 def _connect(target: Target, opts: Options):
     import pymysql
 
-    unknown = set(target.query) - QUERY_PARAMS
-    if unknown:
-        raise ConfigError(f"unknown {target.scheme} URL parameter(s): {', '.join(sorted(unknown))}")
+    # The query holds only ssl_* and charset (contract.locks.SCHEMES checked it).
     ssl = {k.removeprefix("ssl_"): v for k, v in target.query.items() if k.startswith("ssl_")}
     # PyMySQL reads the server greeting under read_timeout (connect timeout + WAIT_SLICE):
     # bound the whole handshake by the connect timeout instead.
@@ -129,6 +125,10 @@ class Held(SessionHeld):
     def __init__(self, conn, lname: str, opts: Options) -> None:
         super().__init__(conn, opts)
         self._name = lname
+
+    def socket_fd(self) -> int | None:
+        sock = getattr(self._conn, "_sock", None)  # PyMySQL keeps its socket here
+        return sock.fileno() if sock is not None else None
 
     def check(self) -> tuple[str, str] | None:
         ours = _call(lambda: _scalar(self._conn, "SELECT IS_USED_LOCK(%s) = CONNECTION_ID()", self._name))

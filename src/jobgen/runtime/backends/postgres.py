@@ -62,6 +62,9 @@ def _connect(target: Target, opts: Options):
     import psycopg
 
     params = dict(target.query)  # libpq keywords (sslmode, sslrootcert, ...): libpq checks them
+    # libpq's password= may come from the query (as ${VAR}); the userinfo one wins.
+    password = target.password or params.pop("password", None)
+    params.pop("password", None)
     params.setdefault("connect_timeout", str(max(MIN_CONNECT_TIMEOUT, math.ceil(opts.connect_timeout))))
     # Notice a silent peer while a query is in flight (TCP_USER_TIMEOUT, Linux).
     params.setdefault("tcp_user_timeout", str(int(opts.connect_timeout * 1000)))
@@ -70,7 +73,7 @@ def _connect(target: Target, opts: Options):
         host=target.host,
         port=target.port or 5432,
         user=target.username or None,
-        password=target.password or None,
+        password=password or None,
         dbname=target.path or None,
         autocommit=True,
         **params,
@@ -125,6 +128,12 @@ class Held(SessionHeld):
     def __init__(self, conn, key: int, opts: Options) -> None:
         super().__init__(conn, opts)
         self._key = key
+
+    def socket_fd(self) -> int | None:
+        try:
+            return self._conn.fileno()
+        except Exception:
+            return None
 
     def check(self) -> tuple[str, str] | None:
         _call(lambda: self._conn.execute("SELECT 1").fetchone())

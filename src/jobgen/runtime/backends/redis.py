@@ -37,8 +37,16 @@ end
 return 0
 """
 
-# Query parameters a redis:// URL may carry, passed to redis.Redis() (rediss:// TLS files).
-QUERY_PARAMS = {"ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs"}
+# Renewal doubles as loss detection: a key deleted, expired or lost in a restart without
+# persistence is noticed at the next renewal. Every ttl/3, but at least once a second, so
+# a lost lease stops the command within about a second whatever --ttl is (one small EVAL
+# per second per running job). docs/cluster-locks.md has the measured bounds.
+RENEW_MAX_INTERVAL = 1.0
+
+
+def renew_interval(ttl: float) -> float:
+    return min(ttl / 3, RENEW_MAX_INTERVAL)
+
 
 # Polling while --wait runs: start fast, back off, add jitter so 50 waiters do not march.
 POLL_FIRST, POLL_MAX = 0.05, 0.5
@@ -49,9 +57,7 @@ def _client(target: Target, opts: Options):
     from redis.backoff import NoBackoff
     from redis.retry import Retry
 
-    unknown = set(target.query) - QUERY_PARAMS
-    if unknown:
-        raise ConfigError(f"unknown redis URL parameter(s): {', '.join(sorted(unknown))}")
+    # The query holds only redis-py's TLS options (contract.locks.SCHEMES checked it).
     db = target.path or "0"
     if not db.isdigit():
         raise ConfigError(f"redis database {db!r} is not a number")
@@ -126,10 +132,11 @@ class Held:
         return None
 
     def watch(self, lost) -> None:
-        """Renew every ttl/3. One failed renewal (error or timeout) is a lost lease: the
-        command is stopped while the last renewal still covers it (see docs/cluster-locks.md)."""
+        """Renew every renew_interval(ttl). One failed renewal (error or timeout) is a lost
+        lease: the command is stopped while the last renewal still covers it."""
 
-        self._watcher = Watcher(self._renew, self._ttl_ms / 3000, self._opts.connect_timeout,
+        self._watcher = Watcher(self._renew, renew_interval(self._ttl_ms / 1000),
+                                self._opts.connect_timeout,
                                 "jobgen-lease", failure_event="lease-lost")
         self._watcher.start(lost)
 

@@ -1,0 +1,239 @@
+"""The lock contract: what `jobgen check` accepts is exactly what `jobgen lock` accepts.
+
+Compile time (compiler/validate.py, compiler/plan.py) and run time (runtime/lock.py,
+runtime/backends/) both ask this module, and nothing else, for
+
+- lock names per scope (NAME_RULES, name_problem),
+- backend schemes, their client library and pip extra, their URL rules (SCHEMES),
+- the ``${VAR}`` pattern the holder expands from its environment (VARIABLE),
+- URL splitting and every check that needs no server (split_url, url_problem),
+- the holder's exit codes, the conflict code 75 among them (EXIT, CONFLICT_EXIT).
+
+tests/test_lock_contract.py runs one table of names and URLs through both `jobgen check`
+and `jobgen lock` and asserts they agree. Messages never repeat a password or a URL.
+Pure: no I/O, no imports from the rest of jobgen.
+"""
+
+from __future__ import annotations
+
+import re
+import urllib.parse
+from dataclasses import dataclass, field
+
+# --------------------------------------------------------------------------- exit codes
+
+# Outcome -> (exit code, meaning). Codes follow sysexits.h where one fits; 75 (EX_TEMPFAIL)
+# is the conflict code of every jobgen lock scope (flock --conflict-exit-code 75 too), so
+# units count it as success (SuccessExitStatus=75). When the command ran, the holder exits
+# with the command's status instead (128+N when a signal N ended it), as a shell does.
+EXIT: dict[str, tuple[int, str]] = {
+    "conflict": (75, "lock held elsewhere, or the --wait bound ran out; command not run"),
+    "unreachable": (69, "lock server unreachable or timed out; command not run"),
+    "server-error": (69, "lock server answered with an error instead of a decision (GET_LOCK "
+                         "NULL, Redis READONLY replica); command not run"),
+    "internal-error": (70, "unexpected failure inside jobgen lock (a bug: please report it); "
+                           "command not run"),
+    "auth-failed": (77, "lock server refused the credentials; command not run"),
+    "config-error": (78, "bad URL, unknown scheme, literal password, undefined ${VAR}, "
+                         "unreadable password file or missing client library; command not run"),
+    "lease-lost": (76, "Redis lease could not be renewed or was no longer ours mid-run; "
+                       "command got SIGTERM, then SIGKILL after --grace"),
+    "connection-lost": (76, "SQL session holding the lock broke mid-run; "
+                            "command got SIGTERM, then SIGKILL after --grace"),
+    "usage": (64, "bad command line; command not run"),
+    "not-found": (127, "lock taken but the command does not exist"),
+    "not-executable": (126, "lock taken but the command could not be executed"),
+}
+CONFLICT_EXIT = EXIT["conflict"][0]
+
+# --------------------------------------------------------------------------- lock names
+
+
+@dataclass(frozen=True)
+class NameRule:
+    pattern: re.Pattern[str]
+    allowed: str  # the punctuation `pattern` admits besides letters and digits, as shown
+    max_len: int
+    why_max: str
+
+
+# Host (and unit) lock names become a file name, /run/lock/jobgen/NAME.lock: no '/', and
+# NAME + ".lock" within NAME_MAX (255). Cluster names become a Redis key, a GET_LOCK
+# name (hashed past 64 characters) and a sha256 input: '/' groups them, '+' and '='
+# carry base64-ish identities; nothing a log line, a key or an SQL string must quote.
+NAME_RULES: dict[str, NameRule] = {
+    "unit": NameRule(re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]*"), "_.:@-", 250,
+                     "the lock file name NAME.lock must fit in 255 bytes"),
+    "host": NameRule(re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]*"), "_.:@-", 250,
+                     "the lock file name NAME.lock must fit in 255 bytes"),
+    "cluster": NameRule(re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/+=-]*"), "_.:@/+=-", 255,
+                        "the limit of `jobgen lock --name`"),
+}
+
+
+def name_problem(scope: str, name: str) -> str | None:
+    """Why `name` cannot be a lock name of `scope`, or None. The message names the name."""
+    rule = NAME_RULES[scope]
+    if not rule.pattern.fullmatch(name):
+        return (f"'{name}' may only contain letters, digits and '{rule.allowed}', "
+                "starting with a letter, digit or '_'")
+    if len(name) > rule.max_len:
+        return (f"the name has {len(name)} characters; a {scope} lock name may have at most "
+                f"{rule.max_len} ({rule.why_max})")
+    return None
+
+
+# --------------------------------------------------------------------------- backends
+
+# `${NAME}`: expanded by the holder from its own environment (EnvironmentFile=), never by
+# systemd (jobgen writes it as `$${NAME}`, systemd.service(5) "Command lines").
+VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+# libpq connection keywords a postgresql:// query may carry (PostgreSQL 16 manual, 34.1.2
+# "Parameter Key Words"), less the ones the URL itself sets (host, hostaddr, port, dbname,
+# user) and replication (not a lock session). libpq checks the values when connecting.
+_LIBPQ_QUERY = frozenset({
+    "password", "passfile", "require_auth", "channel_binding", "connect_timeout",
+    "client_encoding", "options", "application_name", "fallback_application_name",
+    "keepalives", "keepalives_idle", "keepalives_interval", "keepalives_count",
+    "tcp_user_timeout", "gssencmode", "sslmode", "requiressl", "sslcompression", "sslcert",
+    "sslkey", "sslpassword", "sslcertmode", "sslrootcert", "sslcrl", "sslcrldir", "sslsni",
+    "sslnegotiation", "requirepeer", "ssl_min_protocol_version", "ssl_max_protocol_version",
+    "krbsrvname", "gsslib", "gssdelegation", "service", "target_session_attrs",
+    "load_balance_hosts",
+})
+# redis-py's TLS options (redis.Redis(ssl_*=...)).
+_REDIS_QUERY = frozenset({"ssl_ca_certs", "ssl_certfile", "ssl_keyfile", "ssl_cert_reqs"})
+# PyMySQL's ssl={ca, cert, key} and the connection charset.
+_MYSQL_QUERY = frozenset({"ssl_ca", "ssl_cert", "ssl_key", "charset"})
+
+_DIGITS = re.compile(r"[0-9]+")
+
+
+@dataclass(frozen=True)
+class Scheme:
+    module: str  # backend module under jobgen.runtime.backends
+    client: str  # the client library it imports
+    extra: str  # pip install 'jobgen[extra]'
+    query: frozenset[str]  # query parameters the backend passes on to its client
+    default_port: int
+    database: str  # what the URL path names, for messages
+    path: re.Pattern[str] | None = field(default=None)  # the path's form, None: any text
+    # overlap: queue keeps requests in tables: the URL must name the database (MariaDB has
+    # no default one; PostgreSQL uses the user's; Redis uses database 0).
+    queue_needs_database: bool = False
+
+
+SCHEMES: dict[str, Scheme] = {
+    "redis": Scheme("redis", "redis", "redis", _REDIS_QUERY, 6379, "database number", _DIGITS),
+    "rediss": Scheme("redis", "redis", "redis", _REDIS_QUERY, 6379, "database number", _DIGITS),  # TLS
+    "mariadb": Scheme("mysql", "pymysql", "mariadb", _MYSQL_QUERY, 3306, "database", queue_needs_database=True),
+    "mysql": Scheme("mysql", "pymysql", "mariadb", _MYSQL_QUERY, 3306, "database", queue_needs_database=True),
+    "postgresql": Scheme("postgres", "psycopg", "postgres", _LIBPQ_QUERY, 5432, "database"),
+    "postgres": Scheme("postgres", "psycopg", "postgres", _LIBPQ_QUERY, 5432, "database"),
+}
+SCHEME_LIST = ", ".join(s + "://" for s in SCHEMES)
+
+# A query parameter whose value is a secret: libpq's password and sslpassword, and any
+# driver key naming a password, secret, token or credential. Like the password before
+# '@', such a value must be `${VAR}`: the URL is written into a world-readable unit
+# (/etc/systemd/system is 0755) and the holder's argv (/proc/PID/cmdline).
+_SECRET_KEY = re.compile(r"pass|pwd|secret|token|credential|^auth$|^key$", re.IGNORECASE)
+_NOT_SECRET = frozenset({"passfile"})  # libpq: the path of a password file, not a password
+
+LITERAL_PASSWORD = (
+    "a literal password would be readable by every local user (in the unit file and the "
+    "holder's command line); write ${VARIABLE} (set in environment_file) in its place, "
+    "or use lock.password_file"
+)
+
+
+class UrlProblem(ValueError):
+    """A backend URL that no server needs to see to refuse. str() never holds a secret."""
+
+
+@dataclass(frozen=True)
+class RawUrl:
+    """A backend URL split before `${VAR}` expansion, each part percent-decoded, so an
+    expanded password may hold '@', '/' or ':' without percent-encoding."""
+
+    scheme: str
+    host: str
+    port: str  # digits, `${VAR}` or ''
+    username: str | None
+    password: str | None = field(repr=False)
+    path: str  # without the leading '/'
+    query: tuple[tuple[str, str], ...] = field(repr=False)
+
+
+def is_secret_key(key: str) -> bool:
+    return key.lower() not in _NOT_SECRET and bool(_SECRET_KEY.search(key))
+
+
+def _literal(value: str | None) -> bool:
+    """A value jobgen would write as is: anything but '' or exactly one `${VAR}`."""
+    return bool(value) and not VARIABLE.fullmatch(value or "")
+
+
+def split_url(url: str) -> RawUrl:
+    """Split and check a backend URL as written (before `${VAR}` expansion).
+
+    Raises UrlProblem naming the first problem. Checked: the URL parses; the scheme is
+    one of SCHEMES; it names a host; the port is digits or `${VAR}`; no literal secret in
+    the userinfo or the query; every query key is one the backend passes on; the path
+    has the backend's form (Redis: a database number).
+    """
+    try:
+        parts = urllib.parse.urlsplit(url)
+    except ValueError as e:
+        raise UrlProblem(f"not a valid URL ({e}); expected e.g. redis://redis.internal:6379/0") from None
+    scheme = parts.scheme.lower()
+    if scheme not in SCHEMES:
+        raise UrlProblem(f"unsupported scheme '{parts.scheme}'; allowed: {SCHEME_LIST}")
+    spec = SCHEMES[scheme]
+    userinfo, at, hostport = parts.netloc.rpartition("@")
+    if hostport.startswith("["):  # IPv6 literal
+        host, _, rest = hostport[1:].partition("]")
+        port = rest.removeprefix(":")
+    else:
+        host, _, port = hostport.partition(":")
+    # Not parts.hostname: it lowercases, and `${DB_HOST}` must reach the holder as written.
+    host = urllib.parse.unquote(host)
+    if not host:
+        raise UrlProblem(f"the URL names no host; expected e.g. {scheme}://db.internal/")
+    if port and not (port.isdigit() or VARIABLE.fullmatch(port)):
+        raise UrlProblem(f"the port '{port}' is not a number")
+    if port.isdigit() and not 0 < int(port) < 65536:
+        raise UrlProblem(f"the port {port} is out of range (1-65535)")
+    username, colon, password = userinfo.partition(":") if at else ("", "", "")
+    if _literal(urllib.parse.unquote(password)):
+        raise UrlProblem(LITERAL_PASSWORD)
+    query = tuple(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
+    for key, value in query:
+        if is_secret_key(key) and _literal(value):
+            raise UrlProblem(f"the query parameter '{key}' holds a secret: {LITERAL_PASSWORD}")
+    unknown = sorted({k for k, _ in query} - spec.query)
+    if unknown:
+        raise UrlProblem(f"unknown {scheme}:// URL parameter(s): {', '.join(unknown)}; "
+                         f"allowed: {', '.join(sorted(spec.query))}")
+    path = urllib.parse.unquote(parts.path.lstrip("/"))
+    if path and spec.path is not None and not (spec.path.fullmatch(path) or VARIABLE.fullmatch(path)):
+        raise UrlProblem(f"the {spec.database} '{path}' is not a number")
+    return RawUrl(
+        scheme=scheme,
+        host=host,
+        port=port,
+        username=urllib.parse.unquote(username) if at and username else None,
+        password=urllib.parse.unquote(password) if at and colon else None,
+        path=path,
+        query=query,
+    )
+
+
+def url_problem(url: str) -> str | None:
+    """split_url's refusal as text, or None."""
+    try:
+        split_url(url)
+    except UrlProblem as e:
+        return str(e)
+    return None

@@ -1,0 +1,373 @@
+"""`jobgen run` gives the job the process a unit gets from systemd (systemd.exec(5)):
+the job's user with its primary and supplementary groups, an environment built from
+scratch (PATH and the locale as the service manager sets them, HOME/USER/LOGNAME/SHELL
+from the user, Environment=, then EnvironmentFile=), the working directory, UMask=0022,
+its own session without the caller's terminal, and no_new_privs with hardening.
+
+Each test runs the real `jobgen run` as root for a user the fixture creates with useradd
+(and removes); the job reports what it got, and the test compares that with what the
+unit's settings say systemd gives.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import pty
+import pwd
+import grp
+import select
+import subprocess
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+from jobgen.runtime.run import manager_locale, manager_path, parse_env_file
+
+pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (useradd, changing user)")
+
+JOBGEN = [sys.executable, "-m", "jobgen"]
+# Prints what the process got, one fact per line; `env` last (values may hold anything).
+REPORT = (
+    'echo "uid=$(id -u)"; echo "gid=$(id -g)"; echo "groups=$(id -G)"; echo "umask=$(umask)"; '
+    'echo "cwd=$(pwd -P)"; echo "nnp=$(grep NoNewPrivs /proc/self/status | cut -f2)"; '
+    'echo "sid=$(ps -o sid= -p $$ | tr -d " ")"; echo "pid=$$"; '
+    'echo "tty=$(ps -o tty= -p $$ | tr -d " ")"; '
+    'if (exec 3<>/dev/tty) 2>/dev/null; then echo "devtty=opened"; else echo "devtty=refused"; fi; '
+    "echo ENV; env -0 | tr '\\0' '\\036'"
+)
+
+
+@pytest.fixture
+def account():
+    """A user with a home, a login shell, its own primary group and one supplementary group."""
+    tag = uuid.uuid4().hex[:6]
+    user, extra = f"jgrun{tag}", f"jgsup{tag}"
+    subprocess.run(["groupadd", extra], check=True)
+    subprocess.run(["useradd", "--no-create-home", "--home-dir", f"/home/{user}",
+                    "--shell", "/bin/bash", "--user-group", "--groups", extra, user], check=True)
+    try:
+        yield pwd.getpwnam(user), grp.getgrnam(extra)
+    finally:
+        subprocess.run(["userdel", user], check=False)
+        subprocess.run(["groupdel", extra], check=False)
+
+
+@pytest.fixture
+def workdir():
+    """A folder any user may enter (pytest's tmp_path is 0700 root's)."""
+    path = Path("/tmp") / f"jobgen-run-{uuid.uuid4().hex[:8]}"
+    path.mkdir(mode=0o755)
+    path.chmod(0o755)
+    yield path
+    subprocess.run(["rm", "-rf", str(path)], check=False)
+
+
+def manifest(folder: Path, **job) -> Path:
+    base = {"command": ["/bin/sh", "-c", REPORT], "schedule": "daily", "lock": {"scope": "unit"}}
+    path = folder / "run.yaml"
+    # JSON is YAML: values stay exactly what they are.
+    path.write_text(json.dumps({"jobgen": 1, "target": {"systemd": ">=252"},
+                                "jobs": {"show": {**base, **job}}}))
+    return path
+
+
+def jobgen_run(path: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    return subprocess.run([*JOBGEN, "run", str(path), "show", *extra], capture_output=True,
+                          text=True, timeout=120, env=env)
+
+
+def report(stdout: str) -> tuple[dict[str, str], dict[str, str]]:
+    head, _, env = stdout.partition("ENV\n")
+    facts = dict(line.split("=", 1) for line in head.splitlines())
+    variables = dict(item.split("=", 1) for item in env.split("\x1e") if "=" in item)
+    variables.pop("PWD", None)  # set by sh itself, not by jobgen or systemd
+    return facts, variables
+
+
+def test_run_gives_the_job_what_systemd_gives_the_unit(account, workdir):
+    user, extra = account
+    envfile = workdir / "job.env"
+    envfile.write_text('FROM_FILE="two words"\nA=from-file\n')
+    path = manifest(workdir, user=user.pw_name, working_directory=str(workdir),
+                    environment={"A": "from-manifest", "B": "2"},
+                    environment_file=str(envfile))
+    # The caller's environment must not reach the job.
+    res = jobgen_run(path, env={**os.environ, "CALLER_SECRET": "x", "HOME": "/root"})
+    assert res.returncode == 0, res.stderr
+    facts, env = report(res.stdout)
+
+    # User=, no Group=: the user's primary group; supplementary groups from /etc/group.
+    assert facts["uid"] == str(user.pw_uid)
+    assert facts["gid"] == str(user.pw_gid)
+    assert sorted(facts["groups"].split()) == sorted({str(user.pw_gid), str(extra.gr_gid)})
+    assert facts["umask"] == "0022"
+    assert facts["cwd"] == str(workdir)
+    assert facts["nnp"] == "1"  # hardening: default has NoNewPrivileges=yes
+    # Its own session, no controlling terminal.
+    assert facts["sid"] == facts["pid"]
+    assert facts["tty"] == "?"
+    assert facts["devtty"] == "refused"
+    # From scratch: manager PATH + locale, the user's login variables, Environment=, then
+    # EnvironmentFile= (which wins, systemd.exec(5)).
+    assert env == {
+        **dict(manager_locale()),
+        "PATH": manager_path(),
+        "HOME": f"/home/{user.pw_name}",
+        "USER": user.pw_name,
+        "LOGNAME": user.pw_name,
+        "SHELL": "/bin/bash",
+        "A": "from-file",
+        "B": "2",
+        "FROM_FILE": "two words",
+    }
+
+
+def test_group_given_is_the_primary_group(account, workdir):
+    user, extra = account
+    path = manifest(workdir, user=user.pw_name, group=extra.gr_name)
+    res = jobgen_run(path)
+    assert res.returncode == 0, res.stderr
+    facts, _ = report(res.stdout)
+    assert facts["gid"] == str(extra.gr_gid)
+
+
+def test_hardening_none_has_no_no_new_privs(account, workdir):
+    user, _ = account
+    res = jobgen_run(manifest(workdir, user=user.pw_name, hardening="none"))
+    assert res.returncode == 0, res.stderr
+    assert report(res.stdout)[0]["nnp"] == "0"
+
+
+def test_nobody_gets_no_home_and_no_shell(workdir):
+    """systemd synthesizes nobody: no HOME, no SHELL in a service's environment."""
+    res = jobgen_run(manifest(workdir, user="nobody"))
+    assert res.returncode == 0, res.stderr
+    _, env = report(res.stdout)
+    assert "HOME" not in env and "SHELL" not in env
+    assert env["USER"] == env["LOGNAME"] == "nobody"
+
+
+def test_missing_user_is_one_line_and_status_217(workdir):
+    res = jobgen_run(manifest(workdir, user="no-such-user-jg"))
+    assert res.returncode == 217
+    assert res.stderr == ("jobgen: error: job 'show': user 'no-such-user-jg' does not exist on "
+                          "this host (the unit would fail with status 217/USER)\n")
+    assert res.stdout == ""
+
+
+def test_missing_environment_file_fails_unless_optional(account, workdir):
+    user, _ = account
+    missing = workdir / "missing.env"
+    res = jobgen_run(manifest(workdir, user=user.pw_name, environment_file=str(missing)))
+    assert res.returncode == 78
+    assert res.stderr == (f"jobgen: error: job 'show': environment file {missing}: No such file "
+                          "or directory (the unit would fail the same way; '-/path' makes it "
+                          "optional)\n")
+    assert res.stdout == ""
+    res = jobgen_run(manifest(workdir, user=user.pw_name, environment_file=f"-{missing}"))
+    assert res.returncode == 0, res.stderr
+
+
+def test_working_directory_is_entered_as_the_user(account, workdir):
+    """systemd changes directory after dropping privileges: a folder only root may enter
+    fails the unit with 200/CHDIR, and `jobgen run` the same way."""
+    user, _ = account
+    private = workdir / "private"
+    private.mkdir(mode=0o700)
+    res = jobgen_run(manifest(workdir, user=user.pw_name, working_directory=str(private)))
+    assert res.returncode == 200
+    assert res.stderr == (f"jobgen: error: job 'show': cannot enter working directory {private} "
+                          f"as user '{user.pw_name}' (the unit would fail with status 200/CHDIR)\n")
+
+
+def test_target_option(workdir):
+    res = jobgen_run(manifest(workdir), "--target", "debian-12")
+    assert res.returncode == 0, res.stderr
+    res = jobgen_run(manifest(workdir), "--target", "debian-99")
+    assert res.returncode == 2
+
+
+def test_job_under_a_terminal_cannot_open_dev_tty(account, workdir):
+    """`jobgen run` started from root's terminal (a real pseudo-terminal as its controlling
+    tty): the job, running as another user, has no controlling terminal, cannot open
+    /dev/tty, and its output still reaches the terminal through jobgen."""
+    user, _ = account
+    path = manifest(workdir, user=user.pw_name)
+    pid, master = pty.fork()
+    if pid == 0:  # the child: its controlling terminal is the pty, as in a login shell
+        os.execv(sys.executable, [*JOBGEN, "run", str(path), "show"])
+    out = b""
+    while True:
+        ready, _, _ = select.select([master], [], [], 120)
+        if not ready:
+            break
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:  # EIO: the child side closed
+            break
+        if not chunk:
+            break
+        out += chunk
+    _, status = os.waitpid(pid, 0)
+    os.close(master)
+    assert os.waitstatus_to_exitcode(status) == 0, out
+    text = out.decode().replace("\r\n", "\n")
+    facts, _ = report(text)
+    assert facts["uid"] == str(user.pw_uid)
+    assert facts["devtty"] == "refused"
+    assert facts["tty"] == "?"
+
+
+# systemd's EnvironmentFile= syntax (env-file.c), one line per behaviour.
+ENV_FILE_CASES = [
+    ("A=1", [("A", "1")]),
+    ("  SPACED = 1  ", [("SPACED", "1")]),  # whitespace around key and value dropped
+    ("# comment\n; also\nC=1", [("C", "1")]),
+    ('DQ="two words"', [("DQ", "two words")]),
+    ("SQ='$HOME \\n'", [("SQ", "$HOME \\n")]),  # single quotes: literal
+    ('ESC="a\\"b\\\\c\\$d\\x"', [("ESC", 'a"b\\c$d\\x')]),  # only \" \\ \` \$ escape
+    ("BS=a\\ b", [("BS", "a b")]),
+    ("CONT=one\\\ntwo", [("CONT", "onetwo")]),  # backslash-newline continues
+    ('CAT="x"\'y\'z', [("CAT", "xyz")]),  # parts concatenate
+    ("NOEXP=$B", [("NOEXP", "$B")]),  # no expansion
+    ("EMPTY=", [("EMPTY", "")]),
+    ("no equals sign\nAFTER=2", [("AFTER", "2")]),
+    ("1A=x\nexport C=3", []),  # invalid names are ignored
+    ("TWICE=1\nTWICE=2", [("TWICE", "1"), ("TWICE", "2")]),  # the later one wins when applied
+    ('UNTERM="unterminated', [("UNTERM", "unterminated")]),
+]
+
+
+@pytest.mark.parametrize("text, expected", ENV_FILE_CASES)
+def test_environment_file_syntax(text, expected):
+    assert parse_env_file(text) == expected
+
+
+def test_interrupt_reaches_the_job_and_ends_jobgen_run_with_its_status(workdir):
+    """Ctrl-C (SIGINT to jobgen run) reaches the job, which has its own session, and
+    `jobgen run` ends with the job's status instead of a traceback."""
+    job = {"command": ["/bin/sh", "-c", 'trap "echo got-int; exit 9" INT; echo ready; '
+                                        "while :; do sleep 0.05; done"]}
+    proc = subprocess.Popen([*JOBGEN, "run", str(manifest(workdir, **job)), "show"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"  # the job runs: an observable fact
+    proc.send_signal(2)
+    out, err = proc.communicate(timeout=120)
+    assert proc.returncode == 9, err
+    assert out == "got-int\n"
+    assert "Traceback" not in err
+
+
+# --- the same job as a real unit (systemd 252 booted in a container, as the host's) ---------
+
+# Variables only a unit has (systemd.exec(5)): its run's id, its journal stream, the pid
+# systemd spawned. Everything else must be the same.
+UNIT_ONLY = {"INVOCATION_ID", "JOURNAL_STREAM", "SYSTEMD_EXEC_PID"}
+LOCALE = {"LANG", "LANGUAGE"} | {v for v in os.environ if v.startswith("LC_")}
+
+
+@pytest.mark.e2e
+def test_run_and_the_unit_give_the_job_the_same_process():
+    """One manifest, rendered and started as a unit under real systemd 252 (Debian 12, the
+    host's own release) and run with `jobgen run` on the host, with the same user (same
+    uid, groups, home and shell) created on both sides: the job reports the same ids,
+    groups, umask, directory, session, no_new_privs and environment."""
+    sys.path.insert(0, str(Path(__file__).resolve().parent / "e2e"))
+    from container import Container, HarnessError, missing_prerequisites
+
+    if reason := missing_prerequisites(["bookworm"]):
+        pytest.skip(reason)
+    if subprocess.run(["systemctl", "--version"], capture_output=True, text=True).stdout.split()[1] != "252":
+        pytest.skip("the host's systemd is not 252: PATH and defaults would differ by design")
+    tag = uuid.uuid4().hex[:6]
+    user, extra, uid = f"jgcmp{tag}", f"jgcsup{tag}", 42000 + int(tag[:3], 16)
+    setup = [
+        ["groupadd", "-g", str(uid), user], ["groupadd", "-g", str(uid + 1), extra],
+        ["useradd", "-u", str(uid), "-g", user, "-G", extra, "--no-create-home",
+         "--home-dir", f"/home/{user}", "--shell", "/bin/bash", user],
+        ["mkdir", "-p", "-m", "0777", "/run/jgcmp"],
+    ]
+    # Every EnvironmentFile= syntax case of ENV_FILE_CASES, read by systemd and by jobgen.
+    envfile = "".join(f"{text}\n" for text, _ in ENV_FILE_CASES[:-1]) + ENV_FILE_CASES[-1][0]
+    out = "/run/jgcmp/report-" + tag
+    job = {"user": user, "working_directory": "/var/lib", "environment": {"A": "m", "B": "2"},
+           "environment_file": "/etc/jgcmp.env", "command": ["/bin/sh", "-c", f"({REPORT}) > {out}"]}
+    with_unit = Path("/tmp") / f"jobgen-cmp-{tag}"
+    with_unit.mkdir()
+    path = manifest(with_unit, **job)
+    container = Container("252")
+    try:
+        container.boot()
+        for argv in setup:
+            container.run(*argv)
+        container.write_file("/etc/jgcmp.env", envfile)
+        units = with_unit / "units"
+        r = subprocess.run([*JOBGEN, "render", str(path), "-o", str(units)], capture_output=True,
+                           text=True)
+        assert r.returncode == 0, r.stderr
+        container.install_units(units)
+        container.systemctl("start", "show.service", timeout=120)
+        unit_facts, unit_env = report(container.read_file(out).decode())
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    finally:
+        container.halt()
+    try:
+        for argv in setup:
+            subprocess.run(argv, check=True)
+        Path("/etc/jgcmp.env").write_text(envfile)
+        res = jobgen_run(path)
+        assert res.returncode == 0, res.stderr
+        run_facts, run_env = report(Path(out).read_text())
+    finally:
+        subprocess.run(["userdel", user], check=False)
+        subprocess.run(["groupdel", extra], check=False)
+        subprocess.run(["groupdel", user], check=False)
+        subprocess.run(["rm", "-rf", "/run/jgcmp", "/etc/jgcmp.env", str(with_unit)], check=False)
+    for facts in (unit_facts, run_facts):
+        assert facts.pop("pid") == facts.pop("sid")  # a session leader on both sides
+    assert run_facts == unit_facts
+    assert unit_env.keys() - UNIT_ONLY - LOCALE == run_env.keys() - LOCALE
+    assert {k: v for k, v in unit_env.items() if k not in UNIT_ONLY | LOCALE} == \
+        {k: v for k, v in run_env.items() if k not in LOCALE}
+    assert "LANG" in unit_env and "LANG" in run_env  # each from its own system's locale
+    assert run_env["SQ"] == "$HOME \\n" and run_env["UNTERM"] == "unterminated"  # read at all
+
+
+def test_load_credential_is_a_private_file_for_the_job(account, workdir):
+    """lock.credential (LoadCredential=NAME:PATH): the job finds the file under
+    $CREDENTIALS_DIRECTORY, readable by its user only, and it is gone after the run."""
+    user, _ = account
+    secret = workdir / "lockpw"
+    secret.write_text("s3cret\n")
+    secret.chmod(0o600)  # root's: the job's user could not read the original
+    job = {"user": user.pw_name,
+           "command": ["/bin/sh", "-c", 'echo "dir=$CREDENTIALS_DIRECTORY"; '
+                                        'stat -c "mode=%a owner=%U" "$CREDENTIALS_DIRECTORY/lockpw"; '
+                                        'echo "content=$(cat "$CREDENTIALS_DIRECTORY/lockpw")"']}
+    path = manifest(workdir, **job)
+    text = path.read_text().replace('"lock": {"scope": "unit"}', '"lock": {"scope": "cluster", '
+                                    '"name": "shop:cred", "backend": "redis://127.0.0.1:1/0", '
+                                    f'"credential": "lockpw:{secret}"}}')
+    path.write_text(text)
+    # The lock holder would need a server: run the job's own argv through the same context.
+    from jobgen.compiler import pipeline
+    from jobgen.runtime import run
+
+    spec = pipeline.build(str(path), None, "/usr/bin/jobgen").plan.runs["show"]
+    own = type(spec)(tuple(job["command"]), *[getattr(spec, f) for f in
+                     ("environment", "working_directory", "user", "group", "environment_files",
+                      "no_new_privs", "umask", "credentials")])
+    out_r, out_w = os.pipe()
+    with os.fdopen(out_w, "wb") as sink, open(os.devnull, "wb") as err:
+        code = run.start(run.build(own), sink, err)
+    output = os.read(out_r, 65536).decode()
+    os.close(out_r)
+    assert code == 0, output
+    facts = dict(line.split("=", 1) for line in output.splitlines())
+    assert f"mode=400 owner={user.pw_name}" in output
+    assert facts["content"] == "s3cret"
+    assert not Path(facts["dir"]).exists()
