@@ -2,7 +2,7 @@
 
 Below systemd 257 a job with `overlap: skip` on a calendar schedule gets an
 ExecCondition= shell script (plan.DEFER_CHECK) that reads the end time the previous run
-wrote into /run/lock/jobgen/JOB.ended and defers a catch-up activation that starts less
+wrote into /run/jobgen/JOB.ended and defers a catch-up activation that starts less
 than 2 s after it. The stamp is written by the job's user, so its content is data:
 
 * it is never evaluated (bash would run `x[$(cmd)]` inside $((...)));

@@ -128,7 +128,7 @@ def test_runners_and_what_guards_each(tmp_path):
     assert guarded("unit-job") == {"timer": True, "systemctl": True, "jobgen-run": False, "other-hosts": False}
     assert guarded("free-job") == {"timer": False, "systemctl": False, "jobgen-run": False, "other-hosts": False}
     assert guarded("cluster-job") == {"timer": True, "systemctl": True, "jobgen-run": True, "other-hosts": True}
-    assert _job(r, "host-job").lock == {"scope": "host", "name": "host-job", "identity": "flock /run/lock/jobgen/host-job.lock"}
+    assert _job(r, "host-job").lock == {"scope": "host", "name": "host-job", "identity": "flock /run/jobgen/host-job.lock"}
     # The identity is the holder's own derivation: other tools can take the same lock.
     assert _job(r, "cluster-job").lock["identity"] == f"pg_advisory_lock({advisory_key('shop:billing')})"
     assert "jobgen run" in _job(r, "cluster-job").runners[2].how

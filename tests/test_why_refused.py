@@ -94,18 +94,18 @@ def _create(root: Path) -> list[str]:
 def test_tmpfiles_keeps_one_owner_for_a_shared_lock_file(tmp_path: Path) -> None:
     root = _tmpfiles_root(tmp_path, {"export": _job("export", "shop"), "import": _job("import", "etl")})
     assert _create(root) == [
-        '/etc/tmpfiles.d/jobgen-import.conf:6: Duplicate line for path "/run/lock/jobgen/warehouse.lock", ignoring.'
+        '/etc/tmpfiles.d/jobgen-import.conf:8: Duplicate line for path "/run/jobgen/warehouse.lock", ignoring.'
     ]
-    lock = (root / "run" / "lock" / "jobgen" / "warehouse.lock").stat()
-    # Owned by the first job's user, 0640: the job running as etl cannot open it.
-    assert (lock.st_uid, lock.st_mode & 0o777) == (1001, 0o640)
+    lock = (root / "run" / "jobgen" / "warehouse.lock").stat()
+    # Owned by the first job's user, 0600: the job running as etl cannot open it.
+    assert (lock.st_uid, lock.st_mode & 0o777) == (1001, 0o600)
 
 
 @pytest.mark.skipif(TMPFILES is None, reason="no systemd-tmpfiles on this host")
 def test_tmpfiles_accepts_a_lock_file_shared_by_one_user(tmp_path: Path) -> None:
     root = _tmpfiles_root(tmp_path, {"export": _job("export", "shop"), "audit": _job("audit", "shop")})
     assert _create(root) == []
-    assert (root / "run" / "lock" / "jobgen" / "warehouse.lock").stat().st_uid == 1001
+    assert (root / "run" / "jobgen" / "warehouse.lock").stat().st_uid == 1001
 
 
 # --------------------------------------------------------------------------- system unit names

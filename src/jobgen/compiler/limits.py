@@ -58,7 +58,7 @@ UID_MAX = 2**32 - 2
 
 # Every file name jobgen derives from a job's or worker's name, each one path component:
 # the units (plan.py; overlap: queue adds NAME-drain.service and NAME-drain.path), the
-# host lock file and overrun stamp in /run/lock/jobgen (plan.py, names.lock_file), the
+# host lock file and overrun stamp in /run/jobgen (plan.py, names.lock_file), the
 # queue's spool folder /var/lib/jobgen/queue/NAME, and the temporary sibling each unit is
 # first written to (write.py: tempfile.mkstemp(prefix=".NAME.", suffix=".jobgen-tmp"),
 # 8 random letters).

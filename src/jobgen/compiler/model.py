@@ -38,7 +38,7 @@ class Lock:
     ttl_usec: int | None = None
     password_file: str | None = None
     credential: str | None = None  # LoadCredential= name:path for the lock password
-    path: str | None = None  # host scope: the lock file, instead of /run/lock/jobgen/NAME.lock
+    path: str | None = None  # host scope: the lock file, instead of /run/jobgen/NAME.lock
 
     @property
     def kind(self) -> LockScope:

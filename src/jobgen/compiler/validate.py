@@ -974,7 +974,7 @@ def _host_lock_files(jobs: tuple[Job, ...], p: _Problems) -> None:
                 at,
                 f"{what}: 'lock.path' {lock.path} is under {folder}, which the unit does not share with the host "
                 f"({directive} from 'hardening: {job.hardening}'): the unit and `jobgen run` would lock different "
-                "files; leave lock.path out (the lock goes to /run/lock/jobgen) or choose a path outside "
+                "files; leave lock.path out (the lock goes to /run/jobgen) or choose a path outside "
                 f"{folder}",
             )
         first = users.setdefault(path, job)

@@ -57,7 +57,7 @@ class NameRule:
     why_max: str
 
 
-# Host (and unit) lock names become a file name, /run/lock/jobgen/NAME.lock: no '/', and
+# Host (and unit) lock names become a file name, /run/jobgen/NAME.lock: no '/', and
 # NAME + ".lock" within NAME_MAX (255). Cluster names become a Redis key, a GET_LOCK
 # name (hashed past 64 characters) and a sha256 input: '/' groups them, '+' and '='
 # carry base64-ish identities; nothing a log line, a key or an SQL string must quote.

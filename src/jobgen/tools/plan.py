@@ -24,6 +24,7 @@ from jobgen.compiler import load, names, timespec, validate
 from jobgen.compiler.model import Job, Manifest
 from jobgen.compiler.plan import DEFER_WINDOW_USEC, Exec, Plan, Raw, UnitFile
 from jobgen.compiler.target import Target
+from jobgen.contract.policies import OVERLAP
 from jobgen.runtime.backends import namespaced
 from jobgen.runtime.backends.mysql import lock_name as mysql_lock_name
 from jobgen.runtime.backends.postgres import advisory_key
@@ -105,7 +106,7 @@ JSON_SCHEMA: dict = {
                 "randomized_offset_usec": _USEC,
                 "latest_after_elapse_usec": _USEC,
             }),
-            "overlap": {"enum": ["skip", "wait", "allow"]},
+            "overlap": {"enum": list(OVERLAP)},
             "deferral": {"enum": ["DeferReactivation", "emulated", "none"]},
             "timeout_usec": _USEC_OR_NULL,
             "wait_timeout_usec": _USEC_OR_NULL,
