@@ -143,3 +143,59 @@ def test_three_drainers_run_200_requests_once_each_one_at_a_time_in_order(server
     assert len({line.split()[2] for line in lines}) >= 2  # more than one host took turns
     q = queue(server, lock_name)
     assert [q.list(s) for s in (PENDING, RUNNING, FAILED)] == [[], [], []]
+
+
+SLOW_DRAIN = DRAIN.replace(
+    "cmd = (\"/bin/sh\", \"-c\", 'echo \"start $JOBGEN_REQUEST_ID $HOST\" >> \"$LOG\"; echo \"end $JOBGEN_REQUEST_ID $HOST\" >> \"$LOG\"')",
+    "cmd = (\"/bin/sh\", \"-c\", 'echo $$ > \"$LOG.pid\"; echo \"start $JOBGEN_REQUEST_ID $HOST\" >> \"$LOG\"; exec sleep 600')",
+)
+
+
+def test_a_drainer_killed_mid_run_leaves_its_request_to_the_next_one(server, lock_name, tmp_path):
+    """The host running a request dies (SIGKILL to its holder, drainer and command): the
+    next drainer takes the lock when the server frees it (at once for the SQL backends, the
+    session ends; after the lease's TTL for Redis) and runs the request again, first."""
+    url, log = queue_url(server), tmp_path / "log"
+    assert SLOW_DRAIN != DRAIN
+    rid = queue(server, lock_name).enqueue(("a",)).request.id
+    ttl = "3"
+    first = subprocess.Popen(
+        [*holder_argv("--backend", url, "--name", lock_name, "--ttl", ttl, "--"), sys.executable, "-c", SLOW_DRAIN, url, lock_name, str(log), "1"],
+        env=holder_env(HOST="h1"), start_new_session=True,
+    )
+    try:
+        deadline = time.monotonic() + 120
+        while not (log.exists() and log.read_text().startswith(f"start {rid}")):
+            assert time.monotonic() < deadline and first.poll() is None, "the first drainer never started the request"
+            time.sleep(0.05)
+        # The host dies: every process of it at once (the holder's own group and the command's).
+        pids = subprocess.run(["pgrep", "-s", str(first.pid)], capture_output=True, text=True).stdout.split()
+        for pid in pids:
+            try:
+                os.kill(int(pid), signal.SIGKILL)
+            except ProcessLookupError:
+                pass
+        try:  # the command, in a session of its own (the drainer's)
+            os.kill(int(Path(f"{log}.pid").read_text()), signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+        first.wait(timeout=60)
+        killed = time.monotonic()
+        second = subprocess.run(
+            [*holder_argv("--backend", url, "--name", lock_name, "--wait", "120", "--"), sys.executable, "-c", DRAIN, url, lock_name, str(log), "10"],
+            env=holder_env(HOST="h2"), timeout=300,
+        )
+        reclaimed = time.monotonic() - killed
+    finally:
+        if first.poll() is None:
+            first.kill()
+    assert second.returncode == 0
+    lines = log.read_text().splitlines()
+    assert lines == [f"start {rid} h1", f"start {rid} h2", f"end {rid} h2"]
+    q = queue(server, lock_name)
+    assert [q.list(s) for s in (PENDING, RUNNING, FAILED)] == [[], [], []]
+    # Reclaimed once the server let go of the lock: within the TTL (Redis), at once (SQL).
+    # The bound is the documented one plus a generous allowance for a loaded machine.
+    bound = float(ttl) if server.kind == "redis" else 0.0
+    print(f"{server.kind}: request reclaimed {reclaimed:.2f}s after its drainer was killed (documented bound {bound:g}s)")
+    assert reclaimed < bound + 60

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
 import subprocess
 import sys
@@ -26,6 +27,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))  # whatever pytest's import mode
 
+from hosts import Host  # noqa: E402
 from container import (  # noqa: E402
     RELEASES,
     Container,
@@ -373,3 +375,20 @@ def pytest_terminal_summary(terminalreporter):
     terminalreporter.section("jobgen e2e timings")
     for k, v in TIMINGS.items():
         terminalreporter.write_line(f"{k:45} {v:8.2f}")
+
+
+# ---------------------------------------------------------------------------------------------
+# A container of its own with a persistent tree, for tests that reboot (hosts.py)
+
+
+@pytest.fixture(params=sorted(RELEASES), ids=lambda r: f"systemd{r}")
+def host(request, e2e_host, jobgen_dist) -> Host:
+    persist = Path(tempfile.mkdtemp(prefix="jobgen-e2e-disk-"))
+    h = Host(request.param, persist, jobgen_dist)
+    try:
+        yield h
+    finally:
+        h.halt()
+        shutil.rmtree(persist, ignore_errors=True)
+
+

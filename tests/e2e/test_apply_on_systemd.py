@@ -8,22 +8,17 @@ disk with a fresh /run. jobgen itself (the wheel of this worktree) runs inside.
 from __future__ import annotations
 
 import json
-import shutil
-import subprocess
 import sys
-import tempfile
-import time
 from pathlib import Path
 
 import pytest
 
-from container import RELEASES, Container, HarnessError, format_journal, in_image
+from container import RELEASES, format_journal, in_image
+from hosts import JOB_USER, OTHER_USER
 
 pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
-JOB_USER = "svc"
-OTHER_USER = "mallory"
 
 # beat runs every 3 s as svc through its host lock; slow is started by hand to be "running"
 # when it is removed; queue is a worker that says how it was stopped.
@@ -52,81 +47,6 @@ V2 = V1.replace(
 ''',
     "",
 ).replace("stop_timeout: 20s", "stop_timeout: 25s")
-
-
-class Host:
-    """A persistent container: boot(), reboot(), and jobgen inside."""
-
-    def __init__(self, release: str, persist: Path, dist):
-        self.release, self.persist, self.dist = release, persist, dist
-        self.c: Container | None = None
-
-    def boot(self) -> Container:
-        self.c = Container(self.release, persist=self.persist)
-        try:
-            self.c.boot()
-        except HarnessError as e:
-            pytest.fail(str(e), pytrace=False)
-        return self.c
-
-    def reboot(self) -> Container:
-        self.c.halt()
-        return self.boot()
-
-    def halt(self) -> None:
-        if self.c is not None:
-            self.c.halt()
-
-    def install(self) -> None:
-        self.dist.install(self.c)
-        self.c.run("/bin/sh", "-c", f"id {JOB_USER} >/dev/null 2>&1 || useradd --system --no-create-home {JOB_USER}")
-        self.c.run("/bin/sh", "-c", f"id {OTHER_USER} >/dev/null 2>&1 || useradd --no-create-home {OTHER_USER}")
-
-    def apply(self, manifest: str, *args: str) -> tuple[int, dict]:
-        self.c.write_file("/root/m/shop.yaml", manifest)
-        r = self.c.run("jobgen", "apply", "/root/m/shop.yaml", "--format", "json", *args, check=False, timeout=300)
-        try:
-            return r.returncode, json.loads(r.stdout)
-        except ValueError:
-            raise AssertionError(f"jobgen apply exit {r.returncode}: {r.stdout!r} {r.stderr!r}") from None
-
-    def sh(self, script: str, check: bool = True) -> subprocess.CompletedProcess:
-        return self.c.run("/bin/sh", "-c", script, check=check)
-
-    def journal(self, *matches: str) -> list[dict]:
-        """This boot's journal entries only (the journal on the persistent tree keeps the
-        earlier boots' too)."""
-        return self.c.journal("--boot", *matches)
-
-    def outcomes(self, job: str) -> list[str]:
-        return [e["JOBGEN_OUTCOME"] for e in self.journal("SYSLOG_IDENTIFIER=jobgen", f"JOBGEN_JOB={job}")]
-
-    def wait(self, probe, done, what: str, timeout: float = 60):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = probe()
-            if done(value):
-                return value
-            if time.monotonic() > deadline:
-                journal = format_journal(self.journal())[-6000:]
-                raise AssertionError(f"systemd {self.release}: waited {timeout}s for {what}; last: {value!r}\n{journal}")
-            time.sleep(0.3)
-
-    def state(self, unit: str) -> tuple[str, str]:
-        enabled = self.c.run("systemctl", "is-enabled", unit, check=False).stdout.strip()
-        active = self.c.run("systemctl", "is-active", unit, check=False).stdout.strip()
-        return enabled, active
-
-
-@pytest.fixture(params=sorted(RELEASES), ids=lambda r: f"systemd{r}")
-def host(request, e2e_host, jobgen_dist):
-    persist = Path(tempfile.mkdtemp(prefix="jobgen-e2e-disk-"))
-    h = Host(request.param, persist, jobgen_dist)
-    try:
-        yield h
-    finally:
-        h.halt()
-        shutil.rmtree(persist, ignore_errors=True)
 
 
 def actions(doc: dict) -> list[str]:

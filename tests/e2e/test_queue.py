@@ -114,27 +114,6 @@ def test_a_request_whose_command_is_killed_runs_again(scenario, systemd_jobgen):
 # ---------------------------------------------------------------------------------------------
 # Across a reboot: the spool is on disk (/var/lib), and the watch starts the drainer at boot.
 
-import shutil  # noqa: E402
-import sys  # noqa: E402
-import tempfile  # noqa: E402
-from pathlib import Path  # noqa: E402
-
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from container import RELEASES  # noqa: E402
-from test_apply_on_systemd import Host  # noqa: E402
-
-
-@pytest.fixture(params=sorted(RELEASES), ids=lambda r: f"systemd{r}")
-def host(request, e2e_host, jobgen_dist):
-    persist = Path(tempfile.mkdtemp(prefix="jobgen-e2e-disk-"))
-    h = Host(request.param, persist, jobgen_dist)
-    try:
-        yield h
-    finally:
-        h.halt()
-        shutil.rmtree(persist, ignore_errors=True)
-
-
 def test_requests_survive_a_reboot_and_are_drained_in_order_at_boot(host):
     host.boot()
     host.install()
