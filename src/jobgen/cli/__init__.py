@@ -19,6 +19,14 @@ RUNTIME_QUEUE_VERBS = ("enqueue", "drain", "queue")
 
 def main() -> None:
     argv = sys.argv[1:]
+    if argv == ["--version"]:
+        # Answered before typer and the compiler are imported (a version check in a pipeline
+        # or a package's postinst pays the interpreter's start-up only); the same line as
+        # the typer app's --version.
+        from jobgen import __version__
+
+        print(f"jobgen {__version__}")
+        sys.exit(0)
     if argv[:1] == ["lock"]:
         from jobgen.runtime import lock
 

@@ -69,9 +69,9 @@ ManifestsArg = typer.Argument(..., metavar="MANIFEST", hidden=True, show_default
 
 
 def holder_option():
-    from jobgen.compiler import plan
+    from jobgen.contract.locks import DEFAULT_HOLDER
 
-    return typer.Option(plan.DEFAULT_HOLDER, "--holder", metavar="PATH", help="Path of jobgen on the target hosts (cluster-scope jobs run `jobgen lock`).")
+    return typer.Option(DEFAULT_HOLDER, "--holder", metavar="PATH", help="Path of jobgen on the target hosts (cluster-scope jobs run `jobgen lock`).")
 
 
 def resolve_target(systemd: Optional[str], preset: Optional[str]):

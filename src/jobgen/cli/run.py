@@ -15,7 +15,7 @@ from jobgen.cli.exits import EXIT_INVALID
 
 
 def register(app: typer.Typer) -> None:
-    from jobgen.compiler import plan
+    from jobgen.contract.locks import CONFLICT_EXIT, DEFAULT_HOLDER
 
     @app.command()
     def run(
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         job: str = typer.Argument(..., help="Job name."),
         systemd: Optional[str] = SystemdOpt,
         preset: Optional[str] = PresetOpt,
-        holder: str = typer.Option(sys.argv[0] if os.path.isabs(sys.argv[0]) else plan.DEFAULT_HOLDER, "--holder", help="jobgen executable for cluster locks."),
+        holder: str = typer.Option(sys.argv[0] if os.path.isabs(sys.argv[0]) else DEFAULT_HOLDER, "--holder", help="jobgen executable for cluster locks."),
     ) -> None:
         """Run a job now: the unit's lock and argv, as its user, in its environment."""
         from jobgen.runtime import run as runtime
@@ -38,6 +38,6 @@ def register(app: typer.Typer) -> None:
         except runtime.RunError as exc:
             err(f"jobgen: error: job '{job}': {exc}")
             raise typer.Exit(exc.code)
-        if code == plan.CONFLICT_EXIT:
+        if code == CONFLICT_EXIT:
             err(f"jobgen: {job}: skipped: another run holds the lock (exit {code})")
         raise typer.Exit(code)

@@ -35,10 +35,10 @@ from jobgen.contract import locks
 # Assuming the newest would write directives older hosts ignore with a warning.
 DEFAULT_TARGET = ">=252"
 
+DEFAULT_HOLDER = locks.DEFAULT_HOLDER
 CONFLICT_EXIT = locks.CONFLICT_EXIT  # 75, EX_TEMPFAIL: the lock contract's conflict code, every scope
 FLOCK = "/usr/bin/flock"  # util-linux; Essential on Debian, in util-linux-core on RHEL
 SH = "/bin/sh"
-DEFAULT_HOLDER = "/usr/bin/jobgen"
 
 # The reporter: one structured journal line per run, so a skipped run is visible as a
 # skip and never confused with success or failure. It runs as ExecStopPost= and reads

@@ -45,6 +45,9 @@ EXIT: dict[str, tuple[int, str]] = {
     "not-executable": (126, "lock taken but the command could not be executed"),
 }
 CONFLICT_EXIT = EXIT["conflict"][0]
+# Where units find jobgen on the target hosts (`jobgen lock`, `jobgen enqueue|drain`);
+# render --holder changes it.
+DEFAULT_HOLDER = "/usr/bin/jobgen"
 
 # --------------------------------------------------------------------------- lock names
 
