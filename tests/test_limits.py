@@ -108,7 +108,7 @@ HOSTILE = [
      [f"{M}:7:24: error: job 'backup': 'working_directory': a path component has 256 bytes; each may have at most 255 (NAME_MAX)"]),
     ("a host lock name whose lock file is longer than NAME_MAX",
      HEAD + "jobs:\n" + job("backup", extra=f"    lock: {{name: {'l' * 251}}}\n"),
-     [f"{M}:7:5: error: job 'backup': 'lock.name' has 251 characters; its lock file NAME.lock must fit in 255 bytes (NAME_MAX), so a host lock name may have at most 250"]),
+     [f"{M}:7:12: error: job 'backup': 'lock.name': the name has 251 characters; a host lock name may have at most 250 (the lock file name NAME.lock must fit in 255 bytes)"]),
 ]
 
 

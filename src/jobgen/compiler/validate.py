@@ -962,12 +962,7 @@ def _host_lock_files(jobs: tuple[Job, ...], p: _Problems) -> None:
         # Spelled differently, one file: '/run/lock//x.lock' and '/run/lock/./x.lock'.
         path = posixpath.normpath(lock.path or names.lock_file(lock.name))
         what, at = f"job '{job.name}'", job.where("lock")
-        if lock.path is None and len(f"{lock.name}.lock") > limits.NAME_MAX:
-            p.error(
-                at,
-                f"{what}: 'lock.name' has {len(lock.name)} characters; its lock file NAME.lock must fit in "
-                f"{limits.NAME_MAX} bytes (NAME_MAX), so a host lock name may have at most {limits.NAME_MAX - len('.lock')}",
-            )
+        # A host lock name's length (its file NAME.lock) is the lock contract's rule (_job_lock).
         if lock.path is not None and (private := _private_view(job.hardening, path)):
             directive, folder = private
             p.error(
