@@ -458,20 +458,27 @@ _LOCK_KEYS: dict[str, Callable[[Node], Any]] = {
 _LOCK_FIELDS = {"ttl": "ttl_usec"}  # manifest key -> LockSpec field where they differ
 
 
+def _sub_keys(node: Map, prefix: str, table: dict[str, Callable[[Node], Any]], fields: dict[str, str] | None = None) -> dict[str, Any]:
+    """A mapping under a key (`lock:`, `queue:`): each sub-key through its converter, the
+    first problem named `prefix.key`. -> field name -> value."""
+    values: dict[str, Any] = {}
+    for key, value in node.items:
+        conv = table.get(key.value)
+        if conv is None:
+            raise Invalid(f"unknown key '{prefix}.{key.value}'{_hint(key.value, table)}", key.pos)
+        try:
+            values[(fields or {}).get(key.value, key.value)] = conv(value)
+        except Invalid as exc:
+            raise Invalid(f"'{prefix}.{key.value}': {exc.message}", exc.pos or value.pos) from None
+    return values
+
+
 def lock(node: Node) -> LockSpec:
     if isinstance(node, Scalar) and not node.is_null:
         return LockSpec(scope=choice(*LOCK_SCOPES)(node), pos=node.pos)
     if not isinstance(node, Map):
         raise Invalid(f"expected a scope ({', '.join(LOCK_SCOPES)}) or a mapping of {', '.join(_LOCK_KEYS)}; got {_kind(node)}")
-    values: dict[str, Any] = {}
-    for key, value in node.items:
-        conv = _LOCK_KEYS.get(key.value)
-        if conv is None:
-            raise Invalid(f"unknown key 'lock.{key.value}'{_hint(key.value, _LOCK_KEYS)}", key.pos)
-        try:
-            values[_LOCK_FIELDS.get(key.value, key.value)] = conv(value)
-        except Invalid as exc:
-            raise Invalid(f"'lock.{key.value}': {exc.message}", exc.pos or value.pos) from None
+    values = _sub_keys(node, "lock", _LOCK_KEYS, _LOCK_FIELDS)
     return LockSpec(pos=node.pos, keypos=tuple((k.value, k.pos) for k, _ in node.items), **values)
 
 
@@ -509,16 +516,7 @@ def queue_settings(node: Node) -> Queue:
         return Queue()
     if not isinstance(node, Map):
         raise Invalid(f"expected a mapping of {', '.join(_QUEUE_KEYS)}; got {_kind(node)}")
-    values: dict[str, Any] = {}
-    for key, value in node.items:
-        conv = _QUEUE_KEYS.get(key.value)
-        if conv is None:
-            raise Invalid(f"unknown key 'queue.{key.value}'{_hint(key.value, _QUEUE_KEYS)}", key.pos)
-        try:
-            values[key.value] = conv(value)
-        except Invalid as exc:
-            raise Invalid(f"'queue.{key.value}': {exc.message}", exc.pos or value.pos) from None
-    return Queue(**values)
+    return Queue(**_sub_keys(node, "queue", _QUEUE_KEYS))
 
 
 # A new simple key is one row here, one field in model.py and one line in the README.
