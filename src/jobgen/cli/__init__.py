@@ -9,6 +9,7 @@ layer, and turns what comes back into output and an exit code (exits.py).
 
 from __future__ import annotations
 
+import os
 import sys
 
 
@@ -30,7 +31,17 @@ def main() -> None:
     if argv[:1] == ["lock"]:
         from jobgen.runtime import lock
 
-        sys.exit(lock.main(argv[1:]))
+        code = lock.main(argv[1:])
+        # The lock is released and the command reaped; what may remain is a daemon thread
+        # abandoned inside a client call (backends.bounded, a stop signal during --wait).
+        # Interpreter shutdown with such a thread mid-call can crash (seen: SIGSEGV on a
+        # SIGTERM while waiting on MariaDB), so the holder flushes and leaves at once.
+        import logging
+
+        logging.shutdown()
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os._exit(code)
     if argv[:1] and argv[0] in RUNTIME_QUEUE_VERBS and (argv[0] == "drain" or _store_form(argv[1:])):
         from jobgen.runtime.queue import command
 
