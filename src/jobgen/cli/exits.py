@@ -10,7 +10,7 @@ EXIT_PARTIAL = 3  # apply: applied, but a unit failed to start or stop (named)
 EXIT_REFUSED = 4  # apply: not root, no running systemd, or a file jobgen did not write; nothing changed
 EXIT_OUTPUT = 73  # the output folder cannot be written (sysexits.h EX_CANTCREAT); it is left as it was
 
-from jobgen.runtime.queue.command import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL  # noqa: E402
+from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL  # noqa: E402
 
 EXIT_CODES = (
     (EXIT_OK, "ok"),

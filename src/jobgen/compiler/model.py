@@ -50,7 +50,7 @@ class Queue:
     """`queue:` of an `overlap: queue` job (README "overlap: queue")."""
 
     max_pending: int = 100
-    on_full: str = "reject"  # reject | coalesce (runtime/queue/spool.py ON_FULL)
+    on_full: str = "reject"  # reject | coalesce (contract/queue.py ON_FULL)
     max_attempts: int = 3
 
 

@@ -43,6 +43,7 @@ from jobgen.compiler.directive_table import LAST_RELEASE
 from jobgen.contract.policies import DEFAULT_OVERLAP, DEFAULT_SCOPE, OVERLAP, SCOPES
 from jobgen.compiler.target import Target, parse_target
 from jobgen.contract import locks
+from jobgen.contract import queue as queue_contract
 
 MANIFEST_VERSION = "1"
 
@@ -505,7 +506,7 @@ class Key:
 
 _QUEUE_KEYS: dict[str, Callable[[Node], Any]] = {
     "max_pending": positive_int,
-    "on_full": choice("reject", "coalesce"),
+    "on_full": choice(*queue_contract.ON_FULL),
     "max_attempts": positive_int,
 }
 

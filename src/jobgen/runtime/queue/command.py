@@ -30,14 +30,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jobgen.runtime import journal
-from jobgen.runtime.queue.spool import ON_FULL, STATES, NoSuchRequest, QueueFull, Spool
+from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL, ON_FULL
+from jobgen.runtime.queue.spool import STATES, NoSuchRequest, QueueFull, Spool
 
 EXIT_OK, EXIT_LEFT_WORK, EXIT_USAGE = 0, 1, 64
-# Not 73 (render's "cannot write") nor 75 (a lock conflict, which units count as success):
-# a rejected request is a failure the unit must show.
-EXIT_FULL = 74
-EXIT_NO_SUCH = 65  # EX_DATAERR: --retry/--drop named no such request
-EXIT_SPOOL = 71  # EX_OSERR: the spool folder is missing or not the job user's
 
 
 class UsageError(Exception):

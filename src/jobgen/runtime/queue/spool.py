@@ -37,9 +37,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Iterator
 
+
 PENDING, RUNNING, FAILED = "pending", "running", "failed"
 STATES = (PENDING, RUNNING, FAILED)
-ON_FULL = ("reject", "coalesce")
 _SUFFIX = ".json"
 # A name is "<seq, 20 digits>-<8 hex>": the digits sort by arrival, the hex keeps two
 # spools' ids apart in logs.
