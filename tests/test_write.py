@@ -497,24 +497,47 @@ def test_created_folders_and_files_have_deliberate_modes_whatever_the_umask(tmp_
                      "b/tmpfiles.d/jobgen-m.conf": "0o644"}
 
 
-def test_fsyncs_one_per_new_file_and_one_per_touched_folder_none_when_identical(tmp_path: Path, monkeypatch) -> None:
-    """write.apply called directly with os.fsync counted (and still done)."""
-    calls = []
-    real = os.fsync
-    monkeypatch.setattr(write.os, "fsync", lambda fd: (calls.append(fd), real(fd))[1])
+def _counting(monkeypatch, events: list) -> None:
+    """Record write.py's syncfs(2) calls, fsync(2) calls and renames (each still done)."""
+    real_fsync, real_replace, real_syncfs = os.fsync, os.replace, write._syncfs()
+    assert real_syncfs is not None, "glibc has syncfs(2) (2.14); this machine's libc lacks it"
+    monkeypatch.setattr(write.os, "fsync", lambda fd: (events.append("fsync"), real_fsync(fd))[1])
+    monkeypatch.setattr(write.os, "replace", lambda a, b: (events.append("rename"), real_replace(a, b))[1])
+    monkeypatch.setattr(write, "_syncfs", lambda: lambda fd: (events.append("syncfs"), real_syncfs(fd))[1])
+
+
+FILES = {f"u{i}.service": b"x\n" for i in range(10)} | {"tmpfiles.d/t.conf": b"d /run/x\n"}
+
+
+def test_one_syncfs_before_the_commit_point_then_one_fsync_per_touched_folder(tmp_path: Path, monkeypatch) -> None:
+    """write.apply called directly: 11 new files cost one syncfs, not 11 fsyncs."""
+    events: list[str] = []
+    _counting(monkeypatch, events)
     out = tmp_path / "out"
-    files = {f"u{i}.service": b"x\n" for i in range(10)} | {"tmpfiles.d/t.conf": b"d /run/x\n"}
     with write.locked(out, dry=False) as rec:
-        write.apply(out, write.compare(out, files))
+        write.apply(out, write.compare(out, FILES))
     assert rec.completed == rec.stale == 0
-    # 11 files + the journal, the output folder at the commit point, then each of the
-    # 2 touched folders once after the renames
-    assert len(calls) == 11 + 1 + 1 + 2
-    calls.clear()
+    # every temporary file and the journal durable at once; the journal renamed into place
+    # and the output folder fsynced (the commit point); 11 renames; the 2 touched folders
+    assert events == ["syncfs", "rename", "fsync"] + ["rename"] * 11 + ["fsync"] * 2
+    assert {p.name for p in out.iterdir()} == {f"u{i}.service" for i in range(10)} | {"tmpfiles.d"}
+    events.clear()
     with write.locked(out, dry=False):
-        changes = write.compare(out, files)
+        changes = write.compare(out, FILES)
         write.apply(out, changes)
-    assert {c.action for c in changes} == {"identical"} and calls == []
+    assert {c.action for c in changes} == {"identical"} and events == []
+
+
+def test_without_syncfs_every_file_is_fsynced_after_all_are_written(tmp_path: Path, monkeypatch) -> None:
+    """A C library without syncfs(2): each temporary file, then its folders, before the commit."""
+    events: list[str] = []
+    _counting(monkeypatch, events)
+    monkeypatch.setattr(write, "_syncfs", lambda: None)
+    out = tmp_path / "out"
+    with write.locked(out, dry=False):
+        write.apply(out, write.compare(out, FILES))
+    # 11 files + the journal, their 2 folders; then as above
+    assert events == ["fsync"] * (12 + 2) + ["rename", "fsync"] + ["rename"] * 11 + ["fsync"] * 2
 
 
 def test_a_planted_journal_cannot_move_or_remove_anything_outside(tmp_path: Path) -> None:
