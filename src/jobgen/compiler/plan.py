@@ -308,6 +308,8 @@ class _Unit:
         return False
 
     def _gated(self, section: str, key: str, value: Value, pos: Pos, feature: str) -> Value | None:
+        if not self.ctx.target.value_gates_lacked(section, key):
+            return value  # no value of this directive is gated for this target
         written = {k: _text(v) for rows in self.sections.values() for k, v in rows}
         for gate, reason in self.ctx.target.lacking_values(section, key, _text(value), written):
             instead = VALUE_FALLBACKS.get((section, key, gate.value))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass
+from functools import lru_cache
 from typing import Callable, Iterable, Mapping, NamedTuple
 
 from packaging.specifiers import InvalidSpecifier, Specifier
@@ -153,6 +154,9 @@ class Target:
 
     def lacking(self, section: str, directive: str) -> str | None:
         """Why the directive is not allowed for this target, or None if it is."""
+        return _lacking(self, section, directive)
+
+    def _lacking(self, section: str, directive: str) -> str | None:
         row = _DIRECTIVES.get((section, directive))
         if row is None:
             return (f"[{section}] {directive}= is not accepted by any systemd "
@@ -194,13 +198,30 @@ class Target:
         lacks, with the reason; [] when the value is fine. `unit`: what the same unit
         already set (directive -> text), for gates that depend on another directive.
         The one question plan._Unit.set asks of each value it writes."""
-        # Every Exec*= line is read by the one config_parse_exec(): ExecStart='s rows hold for all.
-        rows = _GATES_BY_DIRECTIVE.get((section, "ExecStart" if directive.startswith("Exec") else directive), ())
         return [
             (gate, f"{directive}={gate.value} needs systemd >= {gate.since}; target is {self.label}")
-            for gate in rows
-            if gate.since > self.min and VALUE_MATCHERS[gate.match](gate, text, unit)
+            for gate in self.value_gates_lacked(section, directive)
+            if VALUE_MATCHERS[gate.match](gate, text, unit)
         ]
+
+    def value_gates_lacked(self, section: str, directive: str) -> tuple[ValueGate, ...]:
+        """The rows of VALUE_GATES for the directive that this target lacks: where there
+        are none (most directives, on most targets), no value of it needs a look."""
+        return _gates_above(self.min, section, directive)
+
+
+@lru_cache(maxsize=None)
+def _lacking(target: Target, section: str, directive: str) -> str | None:
+    # A plan asks this for every directive of every unit: 1,000 jobs ask the same
+    # few dozen questions 27,000 times. Targets are frozen, so the answer is too.
+    return target._lacking(section, directive)
+
+
+@lru_cache(maxsize=None)
+def _gates_above(release: int, section: str, directive: str) -> tuple[ValueGate, ...]:
+    # Every Exec*= line is read by the one config_parse_exec(): ExecStart='s rows hold for all.
+    rows = _GATES_BY_DIRECTIVE.get((section, "ExecStart" if directive.startswith("Exec") else directive), ())
+    return tuple(gate for gate in rows if gate.since > release)
 
 
 def parse_target(text: str) -> Target:
