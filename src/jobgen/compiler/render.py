@@ -34,8 +34,13 @@ def template_dir() -> Path:
     return Path(__file__).resolve().parents[3] / "templates"
 
 
+@lru_cache(maxsize=4096)
 def _value(value: Exec | Env | Raw, section: str, directive: str) -> str:
-    """The text after ``directive=``, escaped by that directive's rules (escape.py)."""
+    """The text after ``directive=``, escaped by that directive's rules (escape.py).
+
+    Cached: the values are frozen, and most recur in every job of a manifest (the
+    outcome reporter, the overrun check, hardening), so each is escaped once per
+    process, not once per unit; the few thousand most recent are kept."""
     if isinstance(value, Exec):
         escape.require_expansion(section, directive)
         return escape.exec_line(value.argv, value.prefix)
@@ -57,12 +62,18 @@ def _environment() -> jinja2.Environment:
     return env
 
 
-def render_file(plan: Plan, unit: UnitFile) -> bytes:
+def render_file(plan: Plan, unit: UnitFile, common: dict[str, str] | None = None) -> bytes:
+    """One file's bytes. ``common``: what every file of the plan shares (``_common``),
+    computed once by ``render`` for all of them."""
     template = _environment().get_template(f"{unit.kind}.j2")
-    manifest = Path(plan.manifest).name
-    text = template.render(unit=unit, header=header(manifest), target=plan.target.describe(), version=__version__)
+    text = template.render(unit=unit, **(common or _common(plan)))
     return (text.rstrip("\n") + "\n").encode("utf-8")
 
 
+def _common(plan: Plan) -> dict[str, str]:
+    return {"header": header(Path(plan.manifest).name), "target": plan.target.describe(), "version": __version__}
+
+
 def render(plan: Plan) -> dict[str, bytes]:
-    return {unit.filename: render_file(plan, unit) for unit in plan.files}
+    common = _common(plan)
+    return {unit.filename: render_file(plan, unit, common) for unit in plan.files}
