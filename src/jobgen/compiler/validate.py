@@ -18,6 +18,7 @@ import re
 import shlex
 import signal as _signal
 from dataclasses import dataclass
+from functools import lru_cache
 from datetime import datetime, timezone as dt_timezone
 from pathlib import PurePath
 from typing import Any, Callable
@@ -363,7 +364,13 @@ def _zones() -> set[str]:
 
 
 def calendar(node: Node) -> Schedule:
-    value = _scalar(node, "an OnCalendar= expression such as '*-*-* 02:30:00' or hourly")
+    return _calendar(_scalar(node, "an OnCalendar= expression such as '*-*-* 02:30:00' or hourly"))
+
+
+@lru_cache(maxsize=4096)
+def _calendar(value: str) -> Schedule:
+    # Pure in the text (the never-elapses search starts at a fixed epoch), and manifests
+    # repeat their schedules: parsed and searched once per expression, not once per job.
     if _LONG_NUMBER.search(value):
         raise Invalid(f"invalid calendar expression '{value}': number too large")
     try:
