@@ -421,10 +421,16 @@ def apply(outdir: Path, changes: list[Change]) -> None:
     temps: list[tuple[Path, Change]] = []
     current = outdir
     try:
+        # Each folder is made once, not once per file: 2,000 files into one folder are
+        # 2,000 creates, not 2,000 stat calls on its parents too.
+        folders: dict[str, Path] = {}
         for c in writes:
             current = outdir / c.path
-            _make_dirs(current.parent, made)
-            temps.append((_write_temp(current.parent, c.new or b"", sync=False), c))
+            parent = c.path.rpartition("/")[0]
+            if parent not in folders:
+                folders[parent] = current.parent
+                _make_dirs(current.parent, made)
+            temps.append((_write_temp(folders[parent], c.new or b"", sync=False), c))
         current = outdir / JOURNAL
         doc = {"renames": [[str(t.relative_to(outdir)), c.path] for t, c in temps], "removes": [c.path for c in removes]}
         journal_tmp = _write_temp(outdir, json.dumps(doc).encode(), 0o600, sync=False)
