@@ -234,3 +234,20 @@ def test_format_json_answers_every_outcome(tmp_path: Path, what: str, argv: list
     if not ok:
         assert doc["error"] and "Traceback" not in r.stderr
         assert r.stderr.strip(), "a human-readable line goes to stderr too"
+
+
+def test_check_and_render_import_no_pydantic(tmp_path: Path) -> None:
+    """typer 0.29 and later import pydantic to coerce every option (0.25 s a command):
+    pyproject keeps typer below it, and no other dependency brings it in."""
+    m = tmp_path / "m.yaml"
+    m.write_text("jobgen: 1\ntarget: {systemd: '252'}\njobs:\n  j: {command: [/bin/true], schedule: daily}\n")
+    probe = (
+        "import sys, runpy\n"
+        "sys.argv = ['jobgen', *sys.argv[1:]]\n"
+        "try:\n    runpy.run_module('jobgen', run_name='__main__')\n"
+        "except SystemExit as e:\n    code = e.code\n"
+        "print('pydantic' in sys.modules, code, file=sys.stderr)\n"
+    )
+    for args in (["check", str(m)], ["render", str(m), "-o", str(tmp_path / "out"), "-q"]):
+        r = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120)
+        assert r.stderr.splitlines()[-1] == "False 0", (args, r.stderr)
