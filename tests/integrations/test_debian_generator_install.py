@@ -1,6 +1,9 @@
 """jobgen's Debian package built inside, and installed into, real Debian 12 (systemd 252) and
 Debian 13 (systemd 257) containers with that release's own debhelper: the generator runs at
-daemon-reload and at boot from where the package put it, and `dpkg -r` turns it off.
+daemon-reload and at boot from where the package put it, and `dpkg -r` turns it off. The same
+container's debhelper also builds test_debian.py's `--layout debian` package: units in
+/lib/systemd/system on Debian 12, /usr/lib/systemd/system on 13; timer and workers enabled
+and started, the oneshot not.
 
 The build and runtime dependencies come from the Debian archive with apt-get inside the
 container (it shares the host's network for that), into a persistent tree of the test.
@@ -21,7 +24,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # the cont
 
 from container import RELEASES, Container, ensure_rootfs_all, missing_prerequisites  # noqa: E402
 from test_debian_generator import checkout_files  # noqa: E402
-from integration_support import ROOT  # noqa: E402
+from integration_support import CHANGELOG, CONTROL, PACKAGE, ROOT, RULES, jobgen  # noqa: E402
+from integration_support import MANIFEST as MANIFEST_PKG  # noqa: E402
+from test_debian import UNITS, units_in  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
@@ -59,6 +64,44 @@ def release(request):
     return request.param
 
 
+# Where dh_installsystemd puts units: /lib on Debian 12 (debhelper 13.11.4), /usr/lib on 13.
+UNIT_DIR = {"252": "./lib/systemd/system/", "257": "./usr/lib/systemd/system/"}
+
+
+def layout_debian_with_this_releases_debhelper(c: Container, release: str, tmp: Path) -> None:
+    """test_debian.py's package (`jobgen render --layout debian`, rendered on the host),
+    built by the container's own dpkg-buildpackage and read with its dpkg-deb."""
+    src = tmp / "shopjobs"
+    (src / "debian" / "source").mkdir(parents=True)
+    (src / "jobs.yaml").write_text(MANIFEST_PKG)
+    r = jobgen("render", "jobs.yaml", "--layout", "debian", "--package", PACKAGE, "-o", "debian", cwd=src)
+    assert r.returncode == 0, r.stderr
+    (src / "debian" / "control").write_text(CONTROL)
+    (src / "debian" / "changelog").write_text(CHANGELOG)
+    (src / "debian" / "source" / "format").write_text("3.0 (native)\n")
+    (src / "debian" / "rules").write_text(RULES)
+    (src / "debian" / "rules").chmod(0o755)
+    buf = io.BytesIO()
+    with tarfile.open(fileobj=buf, mode="w") as tar:
+        tar.add(src, arcname="shopjobs")
+    c.run("/bin/sh", "-c", "rm -rf /root/pkg && mkdir -p /root/pkg && tar -x -C /root/pkg", input=buf.getvalue(), binary=True)
+    c.run("/bin/sh", "-c", "cd /root/pkg/shopjobs && dpkg-buildpackage -us -uc -b", timeout=600)
+    deb = f"/root/pkg/{PACKAGE}_1.0_all.deb"
+    paths = [line.split()[5] for line in c.run("dpkg-deb", "-c", deb).stdout.splitlines()]
+    units = {p[len(UNIT_DIR[release]):] for p in paths if p.startswith(UNIT_DIR[release]) and not p.endswith("/")}
+    assert units == UNITS, paths
+    assert not [p for p in paths if "/systemd/system/" in p and not p.startswith(UNIT_DIR[release])], paths
+    assert f"./usr/lib/tmpfiles.d/{PACKAGE}.conf" in paths
+    c.run("dpkg-deb", "-e", deb, "/root/pkg/control")
+    postinst = c.read_file("/root/pkg/control/postinst").decode()
+    prerm = c.read_file("/root/pkg/control/prerm").decode()
+    started = {"nightly-report.timer", "mailer.target", "indexer.service"}
+    assert units_in(postinst, "deb-systemd-helper enable") == started
+    assert units_in(postinst, r"deb-systemd-invoke \$_dh_action") == started
+    assert "nightly-report.service" not in postinst
+    assert units_in(prerm, "deb-systemd-invoke stop") == started
+
+
 def test_package_built_and_installed_runs_the_generator_at_reload_and_boot(release: str, tmp_path: Path) -> None:
     persist = tmp_path / "disk"
     c = Container(release, private_network=False, persist=persist).boot()
@@ -75,6 +118,7 @@ def test_package_built_and_installed_runs_the_generator_at_reload_and_boot(relea
         # dh_link: absolute on Debian 12 (/lib -> /usr), relative on 13 (both under /usr)
         link = next(line.split(" -> ")[1] for line in listing.splitlines() if f".{GENERATOR_DIR[release]}/jobgen-generator -> " in line)
         assert posixpath.normpath(posixpath.join(GENERATOR_DIR[release], link)) == "/usr/bin/jobgen-generator", listing
+        layout_debian_with_this_releases_debhelper(c, release, tmp_path)
         c.run("dpkg", "-i", "/root/build/jobgen_0.1.0_all.deb")
         assert c.run("jobgen", "--version").stdout.startswith("jobgen ")
 
