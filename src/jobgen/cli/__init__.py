@@ -51,9 +51,26 @@ def main() -> None:
         for line in result.err:
             print(line, file=sys.stderr)
         sys.exit(result.code)
-    from jobgen.cli.app import run
+    try:
+        from jobgen.cli.app import run
+    except ModuleNotFoundError as exc:
+        if exc.name != "typer":
+            raise
+        # Debian's package of jobgen has no typer (Debian's is older than the floor):
+        # what runs without it is dispatched above, the rest says what is missing.
+        from jobgen.cli.exits import EXIT_INVALID
+
+        print(NO_TYPER, file=sys.stderr)
+        sys.exit(EXIT_INVALID)
 
     sys.exit(run(argv))
+
+
+NO_TYPER = (
+    "jobgen: error: this command needs typer >= 0.18, which is not installed; without it only "
+    "jobgen-generator, `jobgen lock`, `jobgen drain`, `jobgen enqueue|queue --spool|--backend` and "
+    "`jobgen --version` work (install jobgen with pip, in a virtualenv, for every command)"
+)
 
 
 def _store_form(args: list[str]) -> bool:
