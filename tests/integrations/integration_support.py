@@ -70,10 +70,9 @@ def need_debian_build_tools() -> None:
             pytest.skip(f"{tool} not found: apt-get install debhelper dpkg-dev fakeroot (scripts/bootstrap)")
 
 
-def build_deb(workdir: Path) -> Path:
-    """A source package rendered with `jobgen render --layout debian`, built by dpkg-buildpackage."""
-    need_debian_build_tools()
-    src = workdir / "src"
+def source_package(src: Path) -> Path:
+    """The tiny source package in SRC: MANIFEST rendered with `jobgen render --layout
+    debian`, debian/rules the plain `dh $@` with `include debian/jobgen.mk`."""
     (src / "debian" / "source").mkdir(parents=True)
     (src / "jobs.yaml").write_text(MANIFEST)
     r = jobgen("render", "jobs.yaml", "--layout", "debian", "--package", PACKAGE, "-o", "debian", cwd=src)
@@ -84,6 +83,13 @@ def build_deb(workdir: Path) -> Path:
     rules = src / "debian" / "rules"
     rules.write_text(RULES)
     rules.chmod(0o755)
+    return src
+
+
+def build_deb(workdir: Path) -> Path:
+    """A source package rendered with `jobgen render --layout debian`, built by dpkg-buildpackage."""
+    need_debian_build_tools()
+    src = source_package(workdir / "src")
     build = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=src, capture_output=True, text=True, timeout=300)
     assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
     return workdir / f"{PACKAGE}_1.0_all.deb"

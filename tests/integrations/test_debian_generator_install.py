@@ -24,8 +24,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # the cont
 
 from container import RELEASES, Container, ensure_rootfs_all, missing_prerequisites  # noqa: E402
 from test_debian_generator import checkout_files  # noqa: E402
-from integration_support import CHANGELOG, CONTROL, PACKAGE, ROOT, RULES, jobgen  # noqa: E402
-from integration_support import MANIFEST as MANIFEST_PKG  # noqa: E402
+from integration_support import PACKAGE, ROOT, source_package  # noqa: E402
 from test_debian import UNITS, units_in  # noqa: E402
 
 pytestmark = pytest.mark.e2e
@@ -71,16 +70,7 @@ UNIT_DIR = {"252": "./lib/systemd/system/", "257": "./usr/lib/systemd/system/"}
 def layout_debian_with_this_releases_debhelper(c: Container, release: str, tmp: Path) -> None:
     """test_debian.py's package (`jobgen render --layout debian`, rendered on the host),
     built by the container's own dpkg-buildpackage and read with its dpkg-deb."""
-    src = tmp / "shopjobs"
-    (src / "debian" / "source").mkdir(parents=True)
-    (src / "jobs.yaml").write_text(MANIFEST_PKG)
-    r = jobgen("render", "jobs.yaml", "--layout", "debian", "--package", PACKAGE, "-o", "debian", cwd=src)
-    assert r.returncode == 0, r.stderr
-    (src / "debian" / "control").write_text(CONTROL)
-    (src / "debian" / "changelog").write_text(CHANGELOG)
-    (src / "debian" / "source" / "format").write_text("3.0 (native)\n")
-    (src / "debian" / "rules").write_text(RULES)
-    (src / "debian" / "rules").chmod(0o755)
+    src = source_package(tmp / "shopjobs")
     buf = io.BytesIO()
     with tarfile.open(fileobj=buf, mode="w") as tar:
         tar.add(src, arcname="shopjobs")
