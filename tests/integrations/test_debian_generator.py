@@ -18,6 +18,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from packaging.requirements import Requirement
+
 from integration_support import ROOT, need_debian_build_tools
 
 # pyproject requirement -> Debian package (typer is left out: Debian's is older than the floor)
@@ -95,10 +97,11 @@ def test_depends_are_pyprojects_floors_without_typer(jobgen_deb: Path) -> None:
     with open(ROOT / "pyproject.toml", "rb") as f:
         requirements = tomllib.load(f)["project"]["dependencies"]
     floors = {}
-    for req in requirements:
-        name, floor = re.fullmatch(r"([A-Za-z0-9_.-]+)>=([0-9.]+)", req).groups()
-        if name.lower() != "typer":
-            floors[DEBIAN_NAMES[name.lower()]] = floor
+    for text in requirements:
+        req = Requirement(text)  # "typer>=0.18.0,<0.29": the floor is the >= clause
+        (floor,) = [spec.version for spec in req.specifier if spec.operator == ">="]
+        if req.name.lower() != "typer":
+            floors[DEBIAN_NAMES[req.name.lower()]] = floor
     depends = [d.strip() for d in field(jobgen_deb, "Depends").split(",")]
     python_deps = {}
     for dep in depends:
