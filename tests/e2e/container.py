@@ -744,6 +744,20 @@ def _decode_entry(entry: dict) -> dict:
     return entry
 
 
+def wait_until(probe, done, what: str, timeout: float, context=lambda: "", interval: float = 0.3):
+    """Poll ``probe()`` until ``done(value)`` and return the value; at the deadline fail
+    naming what was awaited, the last value and ``context()`` (a journal, say). The one
+    polling loop of the container tests: each waits on a fact inside the container."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = probe()
+        if done(value):
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"waited {timeout}s for {what}; last: {value!r}\n{context()}")
+        time.sleep(interval)
+
+
 def format_journal(entries: list[dict]) -> str:
     """Human-readable journal lines: time, identifier[pid], message, and jobgen's fields."""
     lines = []

@@ -8,12 +8,11 @@ from __future__ import annotations
 
 import json
 import subprocess
-import time
 from pathlib import Path
 
 import pytest
 
-from container import Container, HarnessError, format_journal
+from container import Container, HarnessError, format_journal, wait_until
 
 JOB_USER = "svc"
 OTHER_USER = "mallory"
@@ -67,15 +66,8 @@ class Host:
         return [e["JOBGEN_OUTCOME"] for e in self.journal("SYSLOG_IDENTIFIER=jobgen", f"JOBGEN_JOB={job}")]
 
     def wait(self, probe, done, what: str, timeout: float = 60):
-        deadline = time.monotonic() + timeout
-        while True:
-            value = probe()
-            if done(value):
-                return value
-            if time.monotonic() > deadline:
-                journal = format_journal(self.journal())[-6000:]
-                raise AssertionError(f"systemd {self.release}: waited {timeout}s for {what}; last: {value!r}\n{journal}")
-            time.sleep(0.3)
+        return wait_until(probe, done, f"{what} (systemd {self.release})", timeout,
+                          lambda: format_journal(self.journal())[-6000:])
 
     def state(self, unit: str) -> tuple[str, str]:
         enabled = self.c.run("systemctl", "is-enabled", unit, check=False).stdout.strip()

@@ -15,14 +15,13 @@ import io
 import posixpath
 import sys
 import tarfile
-import time
 from pathlib import Path
 
 import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # the container harness
 
-from container import RELEASES, Container, ensure_rootfs_all, missing_prerequisites  # noqa: E402
+from container import RELEASES, Container, ensure_rootfs_all, format_journal, missing_prerequisites, wait_until  # noqa: E402
 from test_debian_generator import checkout_files  # noqa: E402
 from integration_support import PACKAGE, ROOT, source_package  # noqa: E402
 from test_debian import UNITS, units_in  # noqa: E402
@@ -42,12 +41,6 @@ jobs:
 """
 
 
-def wait(probe, done, what: str, timeout: float = 120):
-    deadline = time.monotonic() + timeout
-    while not done(value := probe()):
-        assert time.monotonic() < deadline, f"waited {timeout}s for {what}; last {value!r}"
-        time.sleep(0.3)
-    return value
 
 
 def show(c: Container, unit: str, prop: str) -> str:
@@ -117,8 +110,8 @@ def test_package_built_and_installed_runs_the_generator_at_reload_and_boot(relea
         assert show(c, "deb-tick.timer", "LoadState") == "loaded"
         assert show(c, "deb-tick.timer", "SourcePath") == "/etc/jobgen/deb.yaml"
         c.systemctl("start", "deb-tick.timer")
-        wait(lambda: show(c, "deb-tick.service", "Result") == "success" and show(c, "deb-tick.service", "InvocationID"),
-             bool, "a run of deb-tick.service")
+        wait_until(lambda: show(c, "deb-tick.service", "Result") == "success" and show(c, "deb-tick.service", "InvocationID"),
+                   bool, "a run of deb-tick.service", 120, lambda: format_journal(c.journal())[-6000:])
     finally:
         c.halt()
 
@@ -127,7 +120,8 @@ def test_package_built_and_installed_runs_the_generator_at_reload_and_boot(relea
     try:
         assert show(c, "deb-tick.timer", "ActiveState") == "active"
         assert c.run("readlink", "/run/systemd/generator/timers.target.wants/deb-tick.timer").stdout.strip() == "../deb-tick.timer"
-        wait(lambda: c.journal("--boot", "SYSLOG_IDENTIFIER=jobgen", "JOBGEN_JOB=deb-tick"), bool, "a run after the reboot")
+        wait_until(lambda: c.journal("--boot", "SYSLOG_IDENTIFIER=jobgen", "JOBGEN_JOB=deb-tick"), bool,
+                   "a run after the reboot", 120, lambda: format_journal(c.journal("--boot"))[-6000:])
 
         c.systemctl("stop", "deb-tick.timer")
         c.run("dpkg", "-r", "jobgen")
