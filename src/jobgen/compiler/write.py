@@ -30,7 +30,7 @@ administrator's mask and is left alone (``masked``), any other symlink at a gene
 path is refused, and a folder that leads out of the output folder is refused.
 
 Ownership, for ``--prune``: a file is jobgen's from manifest M when its first line is
-exactly the header jobgen writes for M (``header_line``). A hand-edited file that keeps
+exactly the header jobgen writes for M (header.py). A hand-edited file that keeps
 that line is still taken as jobgen's (the line says "Do not edit"); to keep an edited
 copy, change or remove the line.
 """
@@ -41,6 +41,7 @@ import contextlib
 import difflib
 import errno
 import fcntl
+import itertools
 import json
 import os
 import secrets
@@ -49,11 +50,9 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from jobgen.compiler.render import HEADER_MARK
+from jobgen.compiler import header
 
 CREATE, UPDATE, IDENTICAL, REMOVE, MASKED = "create", "update", "identical", "remove", "masked"
-# The rest of the header's first line (templates/unit.j2, templates/tmpfiles.j2).
-HEADER_TAIL = ". Do not edit: change the manifest and re-run"
 FLAT_FOLDERS = ("", "tmpfiles.d")  # where the flat layout writes; prune looks nowhere else
 LOCK_FILE = ".jobgen.lock"
 JOURNAL = ".jobgen-journal"
@@ -99,15 +98,6 @@ class Recovery:
     completed: int = 0  # files an interrupted render had committed; this run finished them
     stale: int = 0  # temporary files of a render that died before its commit point
     pending: bool = False  # a dry run saw a committed, unfinished render (next render completes it)
-
-
-def header_line(manifest: str) -> str:
-    return f"{HEADER_MARK}{manifest}{HEADER_TAIL}"
-
-
-def _owner(data: bytes, manifests: set[str]) -> str | None:
-    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
-    return next((m for m in manifests if first == header_line(m)), None)
 
 
 # --- reading, never through a symbolic link ------------------------------------------
@@ -184,7 +174,7 @@ def _prunable(outdir: Path, files: dict[str, bytes], manifests: set[str], folder
                     data = _read_nofollow(Path(entry.path))
                 except OSError as exc:
                     raise OutputError(entry.path, _reason(exc)) from None
-                if _owner(data, manifests):
+                if header.owner(data, manifests):
                     found.append(Change(rel, REMOVE, data, None, stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode)))
     return found
 
@@ -390,16 +380,31 @@ def _sync_all(outdir: Path, temps: list[Path]) -> None:
         _fsync_dir(folder)
 
 
-def _write_temp(folder: Path, data: bytes, mode: int = FILE_MODE, *, sync: bool = True) -> Path:
+# Temporary names: one random part per process and a counter, so 2,000 files cost one
+# getrandom(2), not 2,000 (O_EXCL still refuses a name that exists).
+_TMP_NAMES = (f"{TMP_PREFIX}{token}{n:x}" for token in [secrets.token_hex(4)] for n in itertools.count())
+
+
+def _umask() -> int:
+    # os.umask can only be read by setting it; set back at once (jobgen is one thread).
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def _write_temp(folder: Path, data: bytes, mode: int = FILE_MODE, *, sync: bool = True, umask: int | None = None) -> Path:
     """A new temporary file beside its final name; fsynced unless the caller syncs a whole
-    batch itself (``_sync_all``)."""
-    tmp = folder / f"{TMP_PREFIX}{secrets.token_hex(6)}"
-    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    batch itself (``_sync_all``). Its mode is ``mode`` exactly, whatever the umask: it is
+    created with it, and changed only when the umask (``umask``, read once per batch by
+    the caller, or now) took bits away."""
+    tmp = folder / next(_TMP_NAMES)
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, mode)
     try:
         view = memoryview(data)
         while view:
             view = view[os.write(fd, view):]
-        os.fchmod(fd, mode)  # explicit, whatever the umask
+        if mode & (_umask() if umask is None else umask):
+            os.fchmod(fd, mode)
         if sync:
             os.fsync(fd)
     except BaseException:
@@ -420,6 +425,7 @@ def apply(outdir: Path, changes: list[Change]) -> None:
     made: list[Path] = []
     temps: list[tuple[Path, Change]] = []
     current = outdir
+    umask = _umask()
     try:
         # Each folder is made once, not once per file: 2,000 files into one folder are
         # 2,000 creates, not 2,000 stat calls on its parents too.
@@ -430,7 +436,7 @@ def apply(outdir: Path, changes: list[Change]) -> None:
             if parent not in folders:
                 folders[parent] = current.parent
                 _make_dirs(current.parent, made)
-            temps.append((_write_temp(folders[parent], c.new or b"", sync=False), c))
+            temps.append((_write_temp(folders[parent], c.new or b"", sync=False, umask=umask), c))
         current = outdir / JOURNAL
         doc = {"renames": [[str(t.relative_to(outdir)), c.path] for t, c in temps], "removes": [c.path for c in removes]}
         journal_tmp = _write_temp(outdir, json.dumps(doc).encode(), 0o600, sync=False)

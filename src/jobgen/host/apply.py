@@ -40,10 +40,8 @@ from pathlib import Path
 
 from jobgen.compiler import layout as layouts
 from jobgen.compiler import write
-from jobgen.compiler.render import HEADER_MARK
+from jobgen.compiler import header
 
-# The rest of the header's first line (templates/unit.j2, templates/tmpfiles.j2).
-HEADER_TAIL = ". Do not edit: change the manifest and re-run"
 UNIT_SUFFIXES = (".service", ".timer", ".target", ".path")  # .path: the watch of an overlap: queue job
 RUNNING = frozenset({"active", "activating", "deactivating", "reloading", "refreshing"})
 ENABLED = frozenset({"enabled", "enabled-runtime"})
@@ -123,16 +121,6 @@ class UnitState:
 # --------------------------------------------------------------------------- reading
 
 
-def header_line(manifest: str) -> str:
-    return f"{HEADER_MARK}{manifest}{HEADER_TAIL}"
-
-
-def owner(data: bytes, manifests: set[str]) -> str | None:
-    """The manifest (of ``manifests``) that wrote ``data``, judged by the exact first line."""
-    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
-    return next((m for m in sorted(manifests) if first == header_line(m)), None)
-
-
 def _read(path: Path) -> tuple[bytes | None, str | None]:
     """(content, None), (None, None) when absent, or (None, why it cannot be jobgen's)."""
     try:
@@ -162,8 +150,8 @@ def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) 
         if why:
             refused.append(f"{where.root / rel} {why}")
         elif data is not None:
-            if owner(data, {made_by[rel]}) is None:
-                theirs = owner(data, _any_manifest(data))
+            if header.owner(data, {made_by[rel]}) is None:
+                theirs = header.manifest_of(data)
                 by = f"jobgen wrote it from {theirs}, not {made_by[rel]}" if theirs else "jobgen did not write it"
                 refused.append(f"{where.root / rel} exists and {by}: move it away or rename the job")
             else:
@@ -179,16 +167,9 @@ def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) 
             if not entry.name.endswith((*UNIT_SUFFIXES, ".conf")):
                 continue
             data, _ = _read(entry)
-            if data is not None and owner(data, manifests):
+            if data is not None and header.owner(data, manifests):
                 existing[rel] = data
     return existing, refused
-
-
-def _any_manifest(data: bytes) -> set[str]:
-    first = data.split(b"\n", 1)[0].decode("utf-8", "replace")
-    if first.startswith(HEADER_MARK) and first.endswith(HEADER_TAIL):
-        return {first[len(HEADER_MARK):-len(HEADER_TAIL)]}
-    return set()
 
 
 # --------------------------------------------------------------------------- planning
