@@ -36,3 +36,11 @@ def pytest_terminal_summary(terminalreporter, exitstatus: int) -> None:
         terminalreporter.section("skipped for a missing component (a failure in CI)")
         for line in _missing:
             terminalreporter.write_line(line)
+
+
+@pytest.fixture(autouse=True)
+def _own_render_cache(tmp_path_factory: pytest.TempPathFactory, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every test has its own, empty render cache (README: Render cache), so no test sees
+    an entry another test or the developer's own renders left; jobgen processes a test
+    starts inherit it."""
+    monkeypatch.setenv("JOBGEN_CACHE_DIR", str(tmp_path_factory.mktemp("jobgen-cache")))

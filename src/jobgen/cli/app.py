@@ -75,13 +75,13 @@ def holder_option():
 
 
 def resolve_target(systemd: Optional[str], preset: Optional[str]):
-    from jobgen.compiler.target import parse_systemctl_version, parse_target
-
     if systemd and preset:
         raise CliError("give --systemd or --target, not both")
     text = preset or systemd
     if text is None:
         return None
+    from jobgen.compiler.target import parse_systemctl_version, parse_target
+
     if text == "auto":
         try:
             out = subprocess.run(["systemctl", "--version"], capture_output=True, text=True, timeout=10).stdout
@@ -94,16 +94,16 @@ def resolve_target(systemd: Optional[str], preset: Optional[str]):
         raise CliError(f"--{'target' if preset else 'systemd'} {text}: {exc}") from None
 
 
-def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: bool = False):
+def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: bool = False, data: dict[Path, bytes] | None = None):
     """Every manifest through the pure core; all problems of all manifests, then exit 2.
-    With ``strict`` a warning is a problem too."""
+    With ``strict`` a warning is a problem too. ``data``: manifests already read."""
     from jobgen.compiler import pipeline
     from jobgen.compiler.diagnostics import WARNING, ManifestError
 
     results, problems = [], []
     for path in manifests:
         try:
-            results.append(pipeline.build(str(path), target, holder))
+            results.append(pipeline.build(str(path), target, holder, data=(data or {}).get(path)))
         except ManifestError as exc:
             problems += exc.diagnostics
     warnings = [d for r in results for d in r.diagnostics if d.severity == WARNING] if strict else []

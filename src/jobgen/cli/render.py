@@ -53,6 +53,46 @@ def _recovery_notes(output: Path, rec, dry: bool) -> list[str]:
     return notes
 
 
+def _inputs(manifests: list[Path]) -> dict[Path, bytes] | None:
+    """Every manifest's bytes, read once: the cache key and the compile use the same
+    bytes. None if one cannot be read (the compile reports it, with its place)."""
+    from jobgen.compiler import limits
+
+    try:
+        return {path: limits.read_manifest(str(path)) for path in manifests}
+    except OSError:
+        return None
+
+
+def _cache_key(data: dict[Path, bytes], target, options: dict[str, object]) -> str:
+    from jobgen.compiler import cache, resources
+
+    chosen = None if target is None else [target.min, target.max, target.text]
+    return cache.key(resources.code_digest(), [(str(p), b) for p, b in data.items()], {**options, "target": chosen})
+
+
+def _from_cache(output: Path, key: str, folders: tuple[str, ...], prune_for, dry: bool, on_wait):
+    """(entry, changes, recovery): ``changes`` when the cache knows what these inputs
+    compile to and the folder holds exactly that, else None (compile); ``recovery``: what
+    was found of an interrupted render (completed here unless ``dry``), or None."""
+    from jobgen.compiler import cache, write
+
+    entry = cache.lookup(output, key)
+    if entry is None:
+        return None, None, None
+    with write.locked(output, folders, dry=dry, on_wait=on_wait) as recovery:
+        # A dry run that sees a committed, unfinished render: the folder is not final yet.
+        changes = None if recovery.pending else write.unchanged(output, entry.files, prune_for, folders)
+    return entry, changes, recovery
+
+
+def _both(first, then):
+    """One account of what two passes under the lock found of an interrupted render."""
+    if first is None:
+        return then
+    return type(then)(completed=first.completed + then.completed, stale=first.stale + then.stale, pending=then.pending)
+
+
 def register(app: typer.Typer) -> None:
     @app.command(epilog=EPILOG)
     def render(
@@ -69,6 +109,7 @@ def register(app: typer.Typer) -> None:
         strict: bool = StrictOpt,
         layout_name: str = typer.Option("flat", "--layout", metavar="flat|etc|usr|debian", help="Where files go in the output folder (flat: for review; etc/usr: a root tree; debian: a debian/ folder for debhelper)."),
         package: Optional[str] = typer.Option(None, "--package", metavar="PKG", help="--layout debian: the binary package (debian/PKG.UNIT.service, debian/PKG.tmpfiles)."),
+        no_cache: bool = typer.Option(False, "--no-cache", help="Compile even if the render cache says nothing changed, and do not update it (README: Render cache)."),
     ) -> None:
         """Render MANIFEST files into unit files in DIR (atomic, deterministic)."""
         from jobgen.compiler import layout, write
@@ -82,26 +123,43 @@ def register(app: typer.Typer) -> None:
             raise CliError(f"{exc}; nothing written") from None
         target = resolve_target(systemd, preset)
         _distinct_names(manifests)
-        results = build_all(manifests, target, holder, fmt, strict)
-        files = _merge(manifests, results)
-        if warning := layout.unread_tmpfiles(chosen, os.path.realpath(output), files):
-            err(f"jobgen: warning: {warning}")
-        try:
-            files = layout.arrange(chosen, files, package)
-        except layout.LayoutError as exc:
-            raise CliError(f"{exc}; nothing written") from None
         prune_for = {p.name for p in manifests} if prune else None
         dry = check or diff
+        folders = layout.folders(chosen)
+        on_wait = lambda: err(f"jobgen: waiting for another render of {output}")  # noqa: E731
+        data = None if no_cache else _inputs(manifests)
+        key = None
+        if data is not None:
+            options = {"holder": holder, "layout": layout_name, "package": package, "prune": prune, "strict": strict}
+            key = _cache_key(data, target, options)
         try:
-            folders = layout.folders(chosen)
-            with write.locked(output, folders, dry=dry, on_wait=lambda: err(f"jobgen: waiting for another render of {output}")) as recovery:
-                changes = write.compare(output, files, prune_for, folders)
-                if not dry:
-                    write.apply(output, changes)
+            entry, changes, earlier = _from_cache(output, key, folders, prune_for, dry, on_wait) if key else (None, None, None)
+            if changes is not None:
+                recovery = earlier
+                diagnostics, targets, warning = entry.diagnostics, entry.targets, entry.warning
+            else:
+                results = build_all(manifests, target, holder, fmt, strict, data)
+                files = _merge(manifests, results)
+                warning = layout.unread_tmpfiles(chosen, os.path.realpath(output), files)
+                try:
+                    files = layout.arrange(chosen, files, package)
+                except layout.LayoutError as exc:
+                    raise CliError(f"{exc}; nothing written") from None
+                with write.locked(output, folders, dry=dry, on_wait=on_wait) as recovery:
+                    changes = write.compare(output, files, prune_for, folders)
+                    if not dry:
+                        write.apply(output, changes)
+                recovery = _both(earlier, recovery)
+                diagnostics = tuple(d for r in results for d in r.diagnostics)
+                targets = tuple(r.plan.target.describe() for r in results)
+                if key and not recovery.pending and (not dry or not any(c.changes_anything for c in changes)):
+                    _remember(output, key, files, diagnostics, targets, warning)
         except write.OutputError as exc:
             raise CliError(str(exc), EXIT_OUTPUT) from None
+        if warning:
+            err(f"jobgen: warning: {warning}")
         drift = recovery.pending or any(c.changes_anything for c in changes)
-        notes = [str(d) for r in results for d in r.diagnostics]
+        notes = [str(d) for d in diagnostics]
         notes += _recovery_notes(output, recovery, dry)
         notes += [f"jobgen: note: {output / c.path} is masked (a symbolic link to /dev/null): left as it is" for c in changes if c.action == write.MASKED]
         if fmt == Format.json:
@@ -110,9 +168,9 @@ def register(app: typer.Typer) -> None:
                 "check": check,
                 "dry_run": dry,
                 "changed": drift,
-                "targets": {str(p): r.plan.target.describe() for p, r in zip(manifests, results)},
+                "targets": {str(p): t for p, t in zip(manifests, targets)},
                 "files": [{"path": c.path, "action": c.action} for c in changes],
-                "diagnostics": [d.as_json() for r in results for d in r.diagnostics],
+                "diagnostics": [d.as_json() for d in diagnostics],
                 "recovered": {"pending": recovery.pending, "completed": recovery.completed, "stale": recovery.stale},
             }
             if diff:
@@ -129,3 +187,10 @@ def register(app: typer.Typer) -> None:
                 if diff and c.changes_anything:
                     typer.echo(write.diff(c), nl=False)
         raise typer.Exit(EXIT_DRIFT if check and drift else EXIT_OK)
+
+
+def _remember(output: Path, key: str, files: dict[str, bytes], diagnostics, targets, warning) -> None:
+    from jobgen.compiler import cache
+
+    digests = {rel: cache.digest(data) for rel, data in files.items()}
+    cache.store(output, cache.Entry(key, digests, diagnostics, targets, warning))

@@ -14,6 +14,14 @@ from __future__ import annotations
 # --------------------------------------------------------------------------- reading YAML
 # PyYAML reads about 0.5 MB/s on a small loaded machine; 1 MiB is some 8,000 jobs.
 MANIFEST_BYTES = 1024 * 1024
+
+
+def read_manifest(path: str) -> bytes:
+    """A manifest's bytes, at most one past MANIFEST_BYTES: that tells "too large"
+    without reading all of it (a path such as /dev/zero ends too). Raises OSError."""
+    with open(path, "rb") as fh:
+        return fh.read(MANIFEST_BYTES + 1)
+
 # PyYAML's composer recurses once per level (a few hundred levels raise RecursionError);
 # a manifest needs 5 (jobs > NAME > lock > name > value).
 DEPTH = 32

@@ -158,13 +158,18 @@ def _bad_character(text: str, index: int, file: str) -> Diagnostic:
     )
 
 
-def load_file(path: str) -> Node:
+def read_file(path: str) -> bytes:
     try:
-        with open(path, "rb") as fh:
-            # One byte past the limit tells "too large" without reading all of it.
-            data = fh.read(limits.MANIFEST_BYTES + 1)
+        return limits.read_manifest(path)
     except OSError as exc:
         raise ManifestError([Diagnostic(Pos(path, 1, 1), ERROR, f"cannot read manifest: {exc.strerror}")]) from None
+
+
+def load_file(path: str) -> Node:
+    return load_bytes(read_file(path), path)
+
+
+def load_bytes(data: bytes, path: str) -> Node:
     if len(data) > limits.MANIFEST_BYTES:
         raise ManifestError([_too_large(path)])
     try:

@@ -20,8 +20,12 @@ class Result:
     diagnostics: tuple[Diagnostic, ...]  # warnings and notes; errors raise ManifestError
 
 
-def build(path: str, target: Target | None = None, holder: str = plan.DEFAULT_HOLDER, text: str | None = None) -> Result:
-    tree = load.load_text(text, path) if text is not None else load.load_file(path)
+def build(path: str, target: Target | None = None, holder: str = plan.DEFAULT_HOLDER, text: str | None = None, data: bytes | None = None) -> Result:
+    """``text`` or ``data`` (the file's bytes, load.read_file): the manifest already read."""
+    if text is not None:
+        tree = load.load_text(text, path)
+    else:
+        tree = load.load_bytes(load.read_file(path) if data is None else data, path)
     manifest, warnings = validate.validate(tree, path, target)
     stem = Path(path).stem
     the_plan = plan.plan(manifest, holder=holder, tmpfiles_name=f"jobgen-{stem}.conf")

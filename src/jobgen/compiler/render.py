@@ -15,15 +15,7 @@ import jinja2
 from jobgen import __version__
 from jobgen.compiler import escape, header
 from jobgen.compiler.plan import Env, Exec, Plan, Raw, UnitFile
-
-def template_dir() -> Path:
-    # In a wheel the templates sit inside the package (pyproject force-include); an
-    # editable install imports from src/, next to the repository's top-level templates/.
-    packaged = Path(__file__).resolve().parents[1] / "templates"
-    if packaged.is_dir():
-        return packaged
-    return Path(__file__).resolve().parents[3] / "templates"
-
+from jobgen.compiler.resources import template_dir
 
 @lru_cache(maxsize=4096)
 def _value(value: Exec | Env | Raw, section: str, directive: str) -> str:

@@ -41,6 +41,7 @@ import contextlib
 import difflib
 import errno
 import fcntl
+import hashlib
 import itertools
 import json
 import os
@@ -159,7 +160,38 @@ def compare(outdir: Path, files: dict[str, bytes], prune_for: set[str] | None = 
     return sorted(changes, key=lambda c: c.path)
 
 
-def _prunable(outdir: Path, files: dict[str, bytes], manifests: set[str], folders: tuple[str, ...]) -> list[Change]:
+def unchanged(outdir: Path, digests: dict[str, tuple[int, str]], prune_for: set[str] | None = None, folders: tuple[str, ...] = FLAT_FOLDERS) -> list[Change] | None:
+    """What ``compare`` would say if the folder holds exactly the files ``digests``
+    describes (path -> size and sha256 of the bytes, cache.py): every one identical or
+    masked, nothing to prune. None as soon as anything differs or is out of the ordinary,
+    and then ``compare`` with the compiled files says what, and any error."""
+    try:
+        if not outdir.is_dir():
+            return None
+        for sub in sorted({str(Path(rel).parent) if "/" in rel else "" for rel in digests} | set(folders if prune_for else ())):
+            _check_folder(outdir, sub)
+        changes = []
+        for rel in sorted(digests):
+            path = outdir / rel
+            st = os.lstat(path)
+            if stat.S_ISLNK(st.st_mode) and os.readlink(path) == MASK_TARGET:
+                changes.append(Change(rel, MASKED, None, None))
+                continue
+            size, sha = digests[rel]
+            if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+                return None
+            data = _read_nofollow(path)
+            if len(data) != size or hashlib.sha256(data).hexdigest() != sha:
+                return None
+            changes.append(Change(rel, IDENTICAL, data, data, stat.S_IMODE(st.st_mode)))
+        if prune_for and _prunable(outdir, digests, prune_for, folders):
+            return None
+    except OSError:  # OutputError too: compare reports it
+        return None
+    return changes
+
+
+def _prunable(outdir: Path, files: dict[str, bytes] | dict[str, tuple[int, str]], manifests: set[str], folders: tuple[str, ...]) -> list[Change]:
     found = []
     for sub in folders:
         folder = outdir / sub

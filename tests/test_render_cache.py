@@ -1,0 +1,187 @@
+"""The render cache (README: Render cache): a render with nothing changed does not
+compile again, and says exactly what a compiling render says.
+
+Whether a render compiled is observed from outside: `python -X importtime` lists every
+module the process imported, and only a compile imports jinja2. Every test has its own
+cache folder (conftest.py, JOBGEN_CACHE_DIR).
+"""
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+# Two jobs: target 252, so each gets the DeferReactivation= note (a diagnostic to replay).
+MANIFEST = """\
+jobgen: 1
+target: {systemd: '252'}
+jobs:
+  backup:
+    command: [/usr/bin/backup, --all]
+    schedule: daily
+    lock: host
+  report:
+    command: [/usr/bin/report]
+    schedule: hourly
+"""
+
+
+def jobgen(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
+    """jobgen as a user runs it; ``compiled`` tells whether this run compiled."""
+    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "jobgen", *args], capture_output=True, text=True, timeout=120, env=env)
+    lines = r.stderr.splitlines(keepends=True)
+    r.compiled = any(line.startswith("import time:") and line.split("|")[-1].strip() == "jinja2" for line in lines)
+    r.stderr = "".join(line for line in lines if not line.startswith("import time:"))
+    return r
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(MANIFEST)
+    return path
+
+
+def render(manifest: Path, out: Path, *extra: str) -> subprocess.CompletedProcess:
+    r = jobgen("render", str(manifest), "-o", str(out), *extra)
+    assert r.returncode in (0, 1), r.stderr
+    return r
+
+
+def test_unchanged_render_does_not_compile_and_says_the_same(manifest: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    first = render(manifest, out)
+    second = render(manifest, out)
+    uncached = render(manifest, out, "--no-cache")
+    assert (first.compiled, second.compiled, uncached.compiled) == (True, False, True)
+    assert "create    " in first.stdout
+    assert (second.stdout, second.stderr) == (uncached.stdout, uncached.stderr)
+    assert "note: DeferReactivation= needs systemd >= 257" in second.stderr
+    assert sorted(second.stdout.split()[::2]) == ["identical"] * 5
+
+
+def test_json_answer_is_the_same_from_the_cache(manifest: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    render(manifest, out)
+    cached = render(manifest, out, "--format", "json")
+    compiled = render(manifest, out, "--format", "json", "--no-cache")
+    assert (cached.compiled, compiled.compiled) == (False, True)
+    assert json.loads(cached.stdout) == json.loads(compiled.stdout)
+
+
+@pytest.mark.parametrize(
+    "change, expected",
+    [
+        ("edit", "update    {out}/backup.service"),
+        ("remove", "create    {out}/report.timer"),
+        ("mask", "masked    {out}/backup.service"),
+    ],
+)
+def test_a_changed_output_folder_is_seen(manifest: Path, tmp_path: Path, change: str, expected: str) -> None:
+    out = tmp_path / "out"
+    render(manifest, out)
+    if change == "edit":
+        with open(out / "backup.service", "a") as fh:
+            fh.write("# edited by hand\n")
+    elif change == "remove":
+        (out / "report.timer").unlink()
+    else:
+        (out / "backup.service").unlink()
+        (out / "backup.service").symlink_to("/dev/null")
+    again = render(manifest, out)
+    assert expected.format(out=out) in again.stdout.splitlines()
+    if change != "mask":
+        assert again.compiled
+        assert "# edited by hand" not in (out / "backup.service").read_text()
+    assert render(manifest, out, "--check").returncode == 0
+
+
+def test_a_changed_manifest_compiles(manifest: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    render(manifest, out)
+    manifest.write_text(MANIFEST.replace("--all", "--full"))
+    again = render(manifest, out)
+    assert again.compiled
+    assert f"update    {out}/backup.service" in again.stdout.splitlines()
+    assert "--full" in (out / "backup.service").read_text()
+
+
+@pytest.mark.parametrize("option", [["--systemd", "257"], ["--holder", "/opt/jobgen/bin/jobgen"], ["--layout", "etc"], ["--strict"]])
+def test_every_option_that_shapes_the_output_is_in_the_key(manifest: Path, tmp_path: Path, option: list[str]) -> None:
+    out = tmp_path / "out"
+    render(manifest, out)
+    assert render(manifest, out, *option).compiled
+
+
+def test_prune_still_finds_a_file_that_appeared(manifest: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    render(manifest, out, "--prune")
+    stale = out / "gone.service"
+    stale.write_text((out / "report.service").read_text())
+    again = render(manifest, out, "--prune")
+    assert f"remove    {stale}" in again.stdout.splitlines()
+    assert not stale.exists()
+
+
+def test_what_an_interrupted_render_left_is_cleaned_and_reported(manifest: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    render(manifest, out)
+    (out / ".jobgen-tmp.deadbeef").write_text("left by a render killed before its commit point")
+    again = render(manifest, out)
+    assert "removed 1 temporary files of a render killed before its commit point" in again.stderr
+    assert not (out / ".jobgen-tmp.deadbeef").exists()
+
+
+@pytest.mark.parametrize("damage", ["garbage", "group-writable", "other key"])
+def test_a_damaged_or_untrusted_entry_is_a_miss_not_an_error(manifest: Path, tmp_path: Path, damage: str) -> None:
+    out = tmp_path / "out"
+    render(manifest, out)
+    (entry,) = (Path(os.environ["JOBGEN_CACHE_DIR"]) / "render").glob("*.json")
+    if damage == "garbage":
+        entry.write_text("{not json")
+    elif damage == "group-writable":
+        entry.chmod(0o664)
+    else:
+        doc = json.loads(entry.read_text())
+        entry.write_text(json.dumps({**doc, "key": "0" * 64}))
+    again = render(manifest, out)
+    assert again.returncode == 0 and again.compiled
+    assert "Traceback" not in again.stderr
+
+
+def test_no_cache_neither_reads_nor_writes(manifest: Path, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    render(manifest, out, "--no-cache")
+    assert not (Path(os.environ["JOBGEN_CACHE_DIR"]) / "render").exists()
+
+
+def test_a_cache_folder_that_cannot_be_made_is_no_error(manifest: Path, tmp_path: Path) -> None:
+    blocker = tmp_path / "file"
+    blocker.write_text("")
+    env = {**os.environ, "JOBGEN_CACHE_DIR": str(blocker / "cache")}
+    out = tmp_path / "out"
+    first = jobgen("render", str(manifest), "-o", str(out), env=env)
+    second = jobgen("render", str(manifest), "-o", str(out), env=env)
+    assert (first.returncode, second.returncode) == (0, 0), second.stderr
+    assert (first.compiled, second.compiled) == (True, True)
+
+
+def test_a_new_jobgen_is_a_miss(manifest: Path, tmp_path: Path) -> None:
+    """The key covers jobgen's code and templates: a copy of jobgen with one template
+    changed compiles instead of trusting what the old one produced."""
+    copy = tmp_path / "copy"
+    shutil.copytree(ROOT / "src", copy / "src")
+    shutil.copytree(ROOT / "templates", copy / "templates")
+    out = tmp_path / "out"
+    render(manifest, out)
+    timer = copy / "templates" / "timer.j2"
+    timer.write_text(timer.read_text().replace("# {{ unit.comment }}", "# {{ unit.comment }} (changed)"))
+    env = {**os.environ, "PYTHONPATH": str(copy / "src")}
+    again = jobgen("render", str(manifest), "-o", str(out), env=env)
+    assert again.returncode == 0 and again.compiled, again.stderr
+    assert f"update    {out}/backup.timer" in again.stdout.splitlines()
