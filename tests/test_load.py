@@ -172,3 +172,32 @@ def test_block_nesting_is_refused_too() -> None:
     assert [str(d) for d in caught.value.diagnostics] == [
         "t.yaml:32:32: error: the manifest nests deeper than 32 levels (a manifest needs 5) (README: Limits)"
     ]
+
+
+# --------------------------------------------------------------------------- both parsers
+
+_BOTH = Path(__file__).with_name("support") / "both_parsers.py"
+
+
+def test_libyaml_and_pythons_parser_give_the_same_tree_and_problems() -> None:
+    """load.py reads libyaml's events where PyYAML has libyaml, PyYAML's own parser's where
+    it has not: every example and every manifest under tests/errors gives the same tree
+    (values, positions) or the same first problems with either. The Python side runs in
+    a process where importing yaml._yaml fails, as on a PyYAML built without libyaml."""
+    import subprocess
+    import sys
+
+    root = Path(__file__).resolve().parents[1]
+    files = sorted(map(str, [*(root / "examples").glob("*.yaml"), *(root / "tests" / "errors").glob("*.yaml")]))
+    runs = [subprocess.run([sys.executable, str(_BOTH), mode, *files], capture_output=True, text=True, timeout=300) for mode in ("c", "python")]
+    for r in runs:
+        assert r.returncode == 0, r.stderr
+    c, python = (r.stdout.splitlines() for r in runs)
+    assert len(c) == len(files)
+    assert c[0].startswith("c ") and python[0].startswith("python ")
+    differ = [(a, b) for a, b in zip(c, python) if a.split(" ", 1)[1] != b.split(" ", 1)[1]]
+    # The only differences allowed: where libyaml refuses the text as YAML. PyYAML's own
+    # parser words a syntax error differently ("worded a little differently", load.py) and
+    # passes a "\ud83d" escape on as a lone surrogate, which validate then refuses.
+    assert all(": error: invalid YAML: " in a for a, _ in differ), differ[:3]
+    assert len(differ) <= 2, differ

@@ -1,7 +1,8 @@
 """Stage 1: YAML text -> a tree of strings with positions.
 
-The manifest is parsed by PyYAML's composer with *no* implicit type resolution
-(``BaseLoader``): ``12:30``, ``yes``, ``0755`` and ``1e3`` stay the strings the user
+The manifest is read from the events of libyaml's parser in C (PyYAML's own parser in
+Python where PyYAML was built without libyaml: the same events, slower), straight into
+the tree below, in one pass and with *no* implicit type resolution: ``12:30``, ``yes``, ``0755`` and ``1e3`` stay the strings the user
 wrote, and only the schema in validate.py decides what a value means. YAML 1.1's
 coercions (sexagesimal numbers, ``no`` -> false, octal) are a classic source of
 schedules and modes that silently mean something else.
@@ -14,8 +15,9 @@ validate.py reports them together with its own, every problem in one run. What c
 be read past (a syntax error, input beyond the limits in limits.py) raises at once.
 
 Every limit is checked before the work it bounds: the file's size before it is parsed,
-nesting depth and node count while PyYAML composes (its composer recurses once per
-level), value sizes and alias expansion while the tree is converted.
+nesting depth and node count as each node is read (the reading recurses once per level),
+value sizes and alias expansion as the tree is counted with every alias expanded
+(``_Builder``).
 """
 
 from __future__ import annotations
@@ -24,8 +26,7 @@ from dataclasses import dataclass, field
 from typing import Union
 
 import yaml
-from yaml.composer import Composer
-from yaml.resolver import BaseResolver
+from yaml.composer import ComposerError
 
 from jobgen.compiler import limits
 from jobgen.compiler.diagnostics import ERROR, Diagnostic, ManifestError, Pos
@@ -78,10 +79,11 @@ def load_text(text: str, file: str) -> Node:
     The root mapping carries the other problems in ``problems`` (validate reports them)."""
     if len(text) > limits.MANIFEST_BYTES or len(text.encode("utf-8", "surrogatepass")) > limits.MANIFEST_BYTES:
         raise ManifestError([_too_large(file)])
-    loader = None
+    parser = None
     try:
-        loader = _Loader(text, file)  # the reader checks every character here
-        root = loader.get_single_node()
+        parser = _Parser(text)  # the reader checks every character here
+        builder = _Builder(parser, file)
+        tree = builder.document()
     except _Limit as exc:
         raise ManifestError([exc.diagnostic]) from None
     except yaml.MarkedYAMLError as exc:
@@ -93,21 +95,16 @@ def load_text(text: str, file: str) -> Node:
     except yaml.YAMLError as exc:  # anything else PyYAML raises: one line, at the top
         raise ManifestError([Diagnostic(Pos(file, 1, 1), ERROR, "invalid YAML: " + " ".join(str(exc).split()))]) from None
     finally:
-        if loader is not None:
-            loader.dispose()
-    if root is None:
+        if parser is not None and hasattr(parser, "dispose"):
+            parser.dispose()
+    if tree is None:
         raise ManifestError(
             [Diagnostic(Pos(file, 1, 1), ERROR, "the manifest is empty (it needs at least 'jobgen: 1' and a 'jobs:' section)")]
         )
-    converter = _Converter(file, loader.tagged if loader else {})
-    try:
-        tree = converter.convert(root, frozenset(), (), 1)
-    except _Limit as exc:
-        raise ManifestError([exc.diagnostic]) from None
-    if converter.diags and not isinstance(tree, Map):
-        raise ManifestError(converter.diags)
-    if isinstance(tree, Map) and converter.diags:
-        tree = Map(tree.items, tree.pos, tree.keys, tuple(converter.diags))
+    if builder.diags and not isinstance(tree, Map):
+        raise ManifestError(builder.diags)
+    if isinstance(tree, Map) and builder.diags:
+        tree = Map(tree.items, tree.pos, tree.keys, tuple(builder.diags))
     return tree
 
 
@@ -202,111 +199,160 @@ except ImportError:  # PyYAML built without libyaml: the same events, slower, wo
             yaml.parser.Parser.__init__(self)
 
 
-class _Loader(Composer, _Parser, BaseResolver):
-    """BaseLoader's parts (no implicit types: BaseResolver), with PyYAML's composer in
-    Python on top of the parser's events, so that composing stops at the nesting and node
-    limits before its recursion or memory can run away, and remembers which nodes carried
-    an explicit tag: BaseLoader gives ``!!str x`` the same tag as ``x``."""
+class _Builder:
+    """Parser events -> Node in one pass, collecting every problem.
 
-    def __init__(self, text: str, file: str):
-        _Parser.__init__(self, text)
-        Composer.__init__(self)
-        BaseResolver.__init__(self)
-        self.file = file
-        self.depth = 0
-        self.nodes = 0
-        self.tagged: dict[int, str] = {}  # id(yaml node) -> its tag as written
+    Two kinds of check, in the order PyYAML's composer and a converter after it would make
+    them (so the same manifest gets the same first problem): what reading must stop at at
+    once (the nesting depth and the number of nodes written, before the recursion or the
+    memory they bound; an undefined alias, a duplicate anchor, a second document), and
+    what is counted over the tree as aliases expand it (nodes, depth, value sizes). The
+    first limit the expanded tree crosses is kept and raised once the whole document has
+    been read, at the place of the node that crossed it; after it nothing more is expanded,
+    so an alias bomb costs at most NODES steps.
+    """
 
-    def compose_node(self, parent, index):  # type: ignore[override]
-        if self.check_event(yaml.AliasEvent):
-            return super().compose_node(parent, index)
-        event = self.peek_event()
-        self.depth += 1
-        self.nodes += 1
-        if self.depth > limits.DEPTH:
+    def __init__(self, parser, file: str):
+        self.parser, self.file = parser, file
+        self.depth = 0  # nesting of the node being read (the root is 1)
+        self.written = 0  # nodes as written (an alias is not one)
+        self.expanded = 0  # nodes with every alias expanded
+        self.value_bytes = 0
+        self.pending: Diagnostic | None = None  # the first limit the expanded tree crossed
+        self.quiet = 0  # > 0 inside a value that is dropped (of a duplicate key...): read, not reported
+        self.diags: list[Diagnostic] = []
+        self.anchors: dict[str, "Node | None"] = {}  # None while its node is being read
+        self.anchor_marks: dict[str, yaml.Mark] = {}
+
+    def document(self) -> "Node | None":
+        get, check = self.parser.get_event, self.parser.check_event
+        get()  # StreamStartEvent
+        if check(yaml.StreamEndEvent):
+            return None
+        get()  # DocumentStartEvent
+        first = get()
+        root = self.node(first, 1, ())
+        get()  # DocumentEndEvent
+        if not check(yaml.StreamEndEvent):
+            raise ComposerError("expected a single document in the stream", first.start_mark, "but found another document", get().start_mark)
+        if self.pending is not None:
+            raise _Limit(self.pending)
+        return root
+
+    def node(self, event: yaml.Event, depth: int, path: tuple[str, ...]) -> "Node":
+        kind = type(event)
+        if kind is yaml.AliasEvent:
+            return self.alias(event, depth)
+        self.written += 1
+        if depth > limits.DEPTH:
             raise _Limit(Diagnostic(_pos(self.file, event.start_mark), ERROR, _DEPTH_PROBLEM))
-        if self.nodes > limits.NODES:
-            raise _Limit(self._problem(event, f"the manifest has more than {limits.NODES:,} YAML nodes; split it into several manifests"))
-        try:
-            node = super().compose_node(parent, index)
-        finally:
-            self.depth -= 1
-        if event.tag is not None:  # '!!str', '!foo' and the bare '!' alike
-            self.tagged[id(node)] = event.tag
+        if self.written > limits.NODES:
+            raise _Limit(_limit(_pos(self.file, event.start_mark), f"the manifest has more than {limits.NODES:,} YAML nodes; split it into several manifests"))
+        mark = event.start_mark
+        pos = Pos(self.file, mark.line + 1, mark.column + 1)
+        anchor = event.anchor
+        if anchor is not None:
+            if anchor in self.anchor_marks:
+                raise ComposerError(f"found duplicate anchor {anchor!r}; first occurrence", self.anchor_marks[anchor], "second occurrence", mark)
+            self.anchor_marks[anchor] = mark
+            self.anchors[anchor] = None
+        if kind is yaml.ScalarEvent:
+            value = event.value
+            self.count(pos, depth, value)
+            node: Node = Scalar(value, pos, not event.style and value in _NULLS)  # plain: style None (Python parser) or '' (libyaml)
+        else:
+            self.count(pos, depth, None)
+            node = self.sequence(pos, depth, path) if kind is yaml.SequenceStartEvent else self.mapping(pos, depth, path)
+        if event.tag is not None and not self.quiet:  # '!!str', '!foo' and the bare '!' alike
+            tag = event.tag
+            shown = "!!" + tag.removeprefix(_TAG_PREFIX) if tag.startswith(_TAG_PREFIX) else tag
+            self.diags.append(Diagnostic(pos, ERROR, f"YAML tags are not supported here; remove '{shown}' (jobgen reads every value as written and checks it itself)"))
+        if anchor is not None:
+            self.anchors[anchor] = node
         return node
 
-    def _problem(self, event: yaml.Event, message: str) -> Diagnostic:
-        return Diagnostic(_pos(self.file, event.start_mark), ERROR, f"{message} (README: Limits)")
+    def sequence(self, pos: Pos, depth: int, path: tuple[str, ...]) -> Seq:
+        get, items = self.parser.get_event, []
+        while type(event := get()) is not yaml.SequenceEndEvent:
+            items.append(self.node(event, depth + 1, path))
+        return Seq(tuple(items), pos)
 
-
-class _Converter:
-    """yaml.Node -> Node, collecting every problem; counts what aliases expand to."""
-
-    def __init__(self, file: str, tagged: dict[int, str]):
-        self.file = file
-        self.tagged = tagged
-        self.diags: list[Diagnostic] = []
-        self.nodes = 0
-        self.value_bytes = 0
-
-    def error(self, pos: Pos, message: str) -> None:
-        self.diags.append(Diagnostic(pos, ERROR, message))
-
-    def convert(self, node: yaml.Node, active: frozenset[int], path: tuple[str, ...], depth: int) -> Node:
-        pos = _pos(self.file, node.start_mark)
-        self._count(node, pos, depth)
-        if (tag := self.tagged.get(id(node))) is not None:
-            shown = "!!" + tag.removeprefix(_TAG_PREFIX) if tag.startswith(_TAG_PREFIX) else tag
-            self.error(pos, f"YAML tags are not supported here; remove '{shown}' (jobgen reads every value as written and checks it itself)")
-        if isinstance(node, yaml.ScalarNode):
-            is_null = not node.style and node.value in _NULLS  # plain: None (Python parser) or '' (libyaml)
-            return Scalar(node.value, pos, is_null)
-        if id(node) in active:  # an alias that contains itself
-            self.error(pos, "recursive YAML alias")
-            return Scalar("", pos, True)
-        active = active | {id(node)}
-        if isinstance(node, yaml.SequenceNode):
-            return Seq(tuple(self.convert(n, active, path, depth + 1) for n in node.value), pos)
-        return self._mapping(node, pos, active, path, depth)
-
-    def _count(self, node: yaml.Node, pos: Pos, depth: int) -> None:
-        """Aliases share nodes, so a few lines can stand for an exponential tree or an
-        unbounded depth: the limits are checked again on what they expand to."""
-        self.nodes += 1
-        if self.nodes > limits.NODES:
-            raise _Limit(self._limit(pos, f"the manifest expands to more than {limits.NODES:,} YAML nodes through aliases; write it out plainly"))
-        if depth > limits.DEPTH:
-            raise _Limit(self._limit(pos, f"the manifest nests deeper than {limits.DEPTH} levels through aliases; write it out plainly"))
-        if isinstance(node, yaml.ScalarNode):
-            size = len(node.value.encode("utf-8", "surrogatepass"))
-            if size > limits.VALUE_BYTES:
-                raise _Limit(self._limit(pos, f"a value of {size:,} bytes; one value may have at most {limits.VALUE_BYTES:,}"))
-            self.value_bytes += size
-            if self.value_bytes > limits.TOTAL_VALUE_BYTES:
-                raise _Limit(self._limit(pos, f"the manifest's values add up to more than {limits.TOTAL_VALUE_BYTES // (1024 * 1024)} MiB through aliases; write it out plainly"))
-
-    def _limit(self, pos: Pos, message: str) -> Diagnostic:
-        return Diagnostic(pos, ERROR, f"{message} (README: Limits)")
-
-    def _mapping(self, node: yaml.MappingNode, pos: Pos, active: frozenset[int], path: tuple[str, ...], depth: int) -> Map:
+    def mapping(self, pos: Pos, depth: int, path: tuple[str, ...]) -> Map:
+        get = self.parser.get_event
         items: list[tuple[Scalar, Node]] = []
         seen: dict[str, Scalar] = {}
-        for knode, vnode in node.value:
-            key = self.convert(knode, active, path, depth + 1)
+        while type(event := get()) is not yaml.MappingEndEvent:
+            key = self.node(event, depth + 1, path)
+            problem = None
             if not isinstance(key, Scalar):
-                self.error(key.pos, "a mapping key must be a plain string")
-                continue
-            if key.value == "<<" and not knode.style:
-                self.error(key.pos, "YAML merge keys ('<<') are not supported; put keys shared by jobs under 'defaults:'")
-                continue
-            if key.value in seen:
+                problem = Diagnostic(key.pos, ERROR, "a mapping key must be a plain string")
+            elif key.value == "<<" and type(event) is yaml.ScalarEvent and not event.style:
+                problem = Diagnostic(key.pos, ERROR, "YAML merge keys ('<<') are not supported; put keys shared by jobs under 'defaults:'")
+            elif key.value in seen:
                 where = f" in '{'.'.join(path)}'" if path else ""
-                self.error(
+                problem = Diagnostic(
                     key.pos,
+                    ERROR,
                     f"duplicate key '{key.value}'{where} (first defined at line {seen[key.value].pos.line}); "
                     "remove one (most YAML tools silently keep the last)",
                 )
+            if problem is None:
+                seen[key.value] = key
+                items.append((key, self.node(get(), depth + 1, path + (key.value,))))
                 continue
-            seen[key.value] = key
-            items.append((key, self.convert(vnode, active, path + (key.value,), depth + 1)))
+            if not self.quiet:
+                self.diags.append(problem)
+            self.quiet += 1  # the value is read (its anchors may be used later), not judged
+            try:
+                self.node(get(), depth + 1, path)
+            finally:
+                self.quiet -= 1
         return Map(tuple(items), pos, seen)
+
+    def alias(self, event: yaml.Event, depth: int) -> "Node":
+        anchor = event.anchor
+        if anchor not in self.anchor_marks:
+            raise ComposerError(None, None, f"found undefined alias {anchor!r}", event.start_mark)
+        node = self.anchors[anchor]
+        if node is None:  # an alias inside its own anchor's node
+            pos = _pos(self.file, self.anchor_marks[anchor])
+            self.count(pos, depth, None)
+            if not self.quiet:
+                self.diags.append(Diagnostic(pos, ERROR, "recursive YAML alias"))
+            return Scalar("", pos, True)
+        self.expand(node, depth)
+        return node
+
+    def expand(self, node: "Node", depth: int) -> None:
+        """Count what an alias stands for, node by node, as if it were written out."""
+        if self.pending is not None or self.quiet:
+            return
+        if isinstance(node, Scalar):
+            self.count(node.pos, depth, node.value)
+            return
+        self.count(node.pos, depth, None)
+        children = node.items if isinstance(node, Seq) else [n for pair in node.items for n in pair]
+        for child in children:
+            self.expand(child, depth + 1)
+
+    def count(self, pos: Pos, depth: int, value: str | None) -> None:
+        """Aliases share nodes, so a few lines can stand for an exponential tree or an
+        unbounded depth: the limits are checked again on what they expand to."""
+        if self.pending is not None or self.quiet:
+            return
+        self.expanded += 1
+        if self.expanded > limits.NODES:
+            self.pending = _limit(pos, f"the manifest expands to more than {limits.NODES:,} YAML nodes through aliases; write it out plainly")
+        elif depth > limits.DEPTH:
+            self.pending = _limit(pos, f"the manifest nests deeper than {limits.DEPTH} levels through aliases; write it out plainly")
+        elif value is not None:
+            size = len(value) if value.isascii() else len(value.encode("utf-8", "surrogatepass"))
+            self.value_bytes += size
+            if size > limits.VALUE_BYTES:
+                self.pending = _limit(pos, f"a value of {size:,} bytes; one value may have at most {limits.VALUE_BYTES:,}")
+            elif self.value_bytes > limits.TOTAL_VALUE_BYTES:
+                self.pending = _limit(pos, f"the manifest's values add up to more than {limits.TOTAL_VALUE_BYTES // (1024 * 1024)} MiB through aliases; write it out plainly")
+
+
+def _limit(pos: Pos, message: str) -> Diagnostic:
+    return Diagnostic(pos, ERROR, f"{message} (README: Limits)")

@@ -295,9 +295,10 @@ class _Unit:
     def __init__(self, ctx: "_Context", filename: str, kind: str):
         self.ctx, self.filename, self.kind = ctx, filename, kind
         self.sections: dict[str, list[tuple[str, Value]]] = {}
+        self.written: dict[str, str] = {}  # directive -> _text of its last value (value gates read it)
 
     def supported(self, section: str, key: str, pos: Pos, feature: str) -> bool:
-        reason = self.ctx.target.lacking(section, key)
+        reason = self.ctx.lacking(section, key)
         if reason is None:
             return True
         fallback = FALLBACKS.get((section, key))
@@ -308,10 +309,9 @@ class _Unit:
         return False
 
     def _gated(self, section: str, key: str, value: Value, pos: Pos, feature: str) -> Value | None:
-        if not self.ctx.target.value_gates_lacked(section, key):
+        if not self.ctx.gated(section, key):
             return value  # no value of this directive is gated for this target
-        written = {k: _text(v) for rows in self.sections.values() for k, v in rows}
-        for gate, reason in self.ctx.target.lacking_values(section, key, _text(value), written):
+        for gate, reason in self.ctx.target.lacking_values(section, key, _text(value), self.written):
             instead = VALUE_FALLBACKS.get((section, key, gate.value))
             if instead is None:
                 self.ctx.error(pos, f"{self.ctx.what}: '{feature}' {reason}")
@@ -331,6 +331,7 @@ class _Unit:
         gated = self._gated(section, key, value, pos, feature)
         if gated is not None:
             self.sections.setdefault(section, []).append((key, gated))
+            self.written[key] = _text(gated)
         return gated
 
     def freeze(self, comment: str = "") -> UnitFile:
@@ -345,6 +346,21 @@ class _Context:
         self.what = ""  # "job 'x'" / "worker 'y'": how messages name what they are about
         self.diags: list[Diagnostic] = []
         self._noted: dict[str, list] = {}  # message -> [first position, count]
+        # The target's answers, asked once per directive per plan rather than once per
+        # unit: 1,000 jobs ask the same few dozen questions some 25,000 times.
+        self._lacking: dict[tuple[str, str], str | None] = {}
+        self._gated: dict[tuple[str, str], bool] = {}
+
+    def lacking(self, section: str, key: str) -> str | None:
+        if (section, key) not in self._lacking:
+            self._lacking[section, key] = self.target.lacking(section, key)
+        return self._lacking[section, key]
+
+    def gated(self, section: str, key: str) -> bool:
+        """Whether some value of the directive is gated (target.VALUE_GATES) for the target."""
+        if (section, key) not in self._gated:
+            self._gated[section, key] = bool(self.target.value_gates_lacked(section, key))
+        return self._gated[section, key]
 
     def error(self, pos: Pos, message: str) -> None:
         self.diags.append(Diagnostic(pos, ERROR, message))
