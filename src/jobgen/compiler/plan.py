@@ -19,6 +19,7 @@ escaped here by escape.tmpfiles_path): argv stays a tuple of strings inside
 
 from __future__ import annotations
 
+import functools
 import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
@@ -413,21 +414,26 @@ def _write_keys(units: dict[str, _Unit], c: Common, table: dict[str, Key]) -> No
             unit.set(spec.writes.section, spec.writes.directive, rendered, c.where(key), key)
 
 
-def _hardening(u: _Unit, c: Common, writable: tuple[str, ...] = ()) -> None:
-    profile = HARDENING[c.hardening]
+@functools.lru_cache(maxsize=None)
+def _hardening_rows(profile: str) -> tuple[tuple[str, Raw], ...]:
+    """A profile's directives in order, once per profile (every job of a manifest asks)."""
     chosen: dict[str, list[str]] = {}
-    for section, key, value in profile:
+    for section, key, value in HARDENING[profile]:
         # A later row for a single-valued key replaces the earlier one (strict's
         # ProtectSystem=strict over default's full); list-valued keys accumulate.
         if key == "SystemCallFilter":
             chosen.setdefault(key, []).append(value)
         else:
             chosen[key] = [value]
+    return tuple((key, Raw(value)) for key, values in chosen.items() for value in values)
+
+
+def _hardening(u: _Unit, c: Common, writable: tuple[str, ...] = ()) -> None:
     pos = c.where("hardening")
+    feature = f"hardening: {c.hardening}"
     written = {}
-    for key, values in chosen.items():
-        for value in values:
-            written[key] = u.set("Service", key, Raw(value), pos, f"hardening: {c.hardening}")
+    for key, value in _hardening_rows(c.hardening):
+        written[key] = u.set("Service", key, value, pos, feature)
     # Only ProtectSystem=strict makes the file system read-only; a target without it
     # gets full (VALUE_FALLBACKS), under which /run stays writable.
     if writable and written.get("ProtectSystem") == Raw("strict"):
