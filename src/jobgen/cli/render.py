@@ -64,11 +64,11 @@ def _inputs(manifests: list[Path]) -> dict[Path, bytes] | None:
         return None
 
 
-def _cache_key(data: dict[Path, bytes], target, options: dict[str, object]) -> str:
+def _cache_key(manifests: list[Path], data: dict[Path, bytes], target, options: dict[str, object]) -> str:
     from jobgen.compiler import cache, resources
 
     chosen = None if target is None else [target.min, target.max, target.text]
-    return cache.key(resources.code_digest(), [(str(p), b) for p, b in data.items()], {**options, "target": chosen})
+    return cache.key(resources.code_digest(), [(str(p), data[p]) for p in manifests], {**options, "target": chosen})
 
 
 def _from_cache(output: Path, key: str, folders: tuple[str, ...], prune_for, dry: bool, on_wait):
@@ -131,7 +131,7 @@ def register(app: typer.Typer) -> None:
         key = None
         if data is not None:
             options = {"holder": holder, "layout": layout_name, "package": package, "prune": prune, "strict": strict}
-            key = _cache_key(data, target, options)
+            key = _cache_key(manifests, data, target, options)
         try:
             entry, changes, earlier = _from_cache(output, key, folders, prune_for, dry, on_wait) if key else (None, None, None)
             if changes is not None:

@@ -7,6 +7,9 @@ without importing jinja2.
 from __future__ import annotations
 
 import hashlib
+import importlib.util
+import os
+import sys
 from functools import lru_cache
 from pathlib import Path
 
@@ -22,11 +25,33 @@ def template_dir() -> Path:
     return _PACKAGE.parents[1] / "templates"
 
 
+# What else decides the output: the parser, the template engine, the version
+# specifiers, and the interpreter. Each is named by where it is installed and the size and
+# mtime of its __init__.py (found without importing it): an upgrade rewrites that file.
+_DEPENDENCIES = ("yaml", "jinja2", "packaging")
+
+
+def _dependency_marks() -> list[str]:
+    marks = [sys.version]
+    for name in _DEPENDENCIES:
+        spec = importlib.util.find_spec(name)
+        origin = spec.origin if spec is not None else None
+        if origin is None:
+            marks.append(f"{name}: not found")
+            continue
+        st = os.stat(origin)
+        marks.append(f"{name}: {origin} {st.st_size} {st.st_mtime_ns}")
+    return marks
+
+
 @lru_cache(maxsize=1)
 def code_digest() -> str:
-    """sha256 over jobgen's Python sources and templates, names and bytes: changes with
-    any edit or upgrade, also one that keeps the version number (a development checkout)."""
+    """sha256 over jobgen's Python sources and templates, names and bytes, and the marks
+    of what else decides its output (_DEPENDENCIES): changes with any edit or upgrade,
+    also one that keeps the version number (a development checkout)."""
     h = hashlib.sha256()
+    for mark in _dependency_marks():
+        h.update(mark.encode("utf-8", "surrogateescape") + b"\0")
     files = [(f"py/{p.relative_to(_PACKAGE)}", p) for p in _PACKAGE.rglob("*.py")]
     files += [(f"templates/{p.name}", p) for p in template_dir().glob("*.j2")]
     for name, path in sorted(files):
