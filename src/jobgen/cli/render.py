@@ -90,7 +90,9 @@ def _both(first, then):
     """One account of what two passes under the lock found of an interrupted render."""
     if first is None:
         return then
-    return type(then)(completed=first.completed + then.completed, stale=first.stale + then.stale, pending=then.pending)
+    from jobgen.compiler import write
+
+    return write.Recovery(completed=first.completed + then.completed, stale=first.stale + then.stale, pending=then.pending)
 
 
 def register(app: typer.Typer) -> None:

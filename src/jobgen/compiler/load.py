@@ -249,7 +249,7 @@ class _Builder:
         if self.written > limits.NODES:
             raise _Limit(_limit(_pos(self.file, event.start_mark), f"the manifest has more than {limits.NODES:,} YAML nodes; split it into several manifests"))
         mark = event.start_mark
-        pos = Pos(self.file, mark.line + 1, mark.column + 1)
+        pos = _pos(self.file, mark)
         anchor = event.anchor
         if anchor is not None:
             if anchor in self.anchor_marks:

@@ -299,7 +299,7 @@ class _Unit:
         self.written: dict[str, str] = {}  # directive -> _text of its last value (value gates read it)
 
     def supported(self, section: str, key: str, pos: Pos, feature: str) -> bool:
-        reason = self.ctx.lacking(section, key)
+        reason = self.ctx.target.lacking(section, key)
         if reason is None:
             return True
         fallback = FALLBACKS.get((section, key))
@@ -310,7 +310,7 @@ class _Unit:
         return False
 
     def _gated(self, section: str, key: str, value: Value, pos: Pos, feature: str) -> Value | None:
-        if not self.ctx.gated(section, key):
+        if not self.ctx.target.value_gates_lacked(section, key):
             return value  # no value of this directive is gated for this target
         for gate, reason in self.ctx.target.lacking_values(section, key, _text(value), self.written):
             instead = VALUE_FALLBACKS.get((section, key, gate.value))
@@ -347,21 +347,6 @@ class _Context:
         self.what = ""  # "job 'x'" / "worker 'y'": how messages name what they are about
         self.diags: list[Diagnostic] = []
         self._noted: dict[str, list] = {}  # message -> [first position, count]
-        # The target's answers, asked once per directive per plan rather than once per
-        # unit: 1,000 jobs ask the same few dozen questions some 25,000 times.
-        self._lacking: dict[tuple[str, str], str | None] = {}
-        self._gated: dict[tuple[str, str], bool] = {}
-
-    def lacking(self, section: str, key: str) -> str | None:
-        if (section, key) not in self._lacking:
-            self._lacking[section, key] = self.target.lacking(section, key)
-        return self._lacking[section, key]
-
-    def gated(self, section: str, key: str) -> bool:
-        """Whether some value of the directive is gated (target.VALUE_GATES) for the target."""
-        if (section, key) not in self._gated:
-            self._gated[section, key] = bool(self.target.value_gates_lacked(section, key))
-        return self._gated[section, key]
 
     def error(self, pos: Pos, message: str) -> None:
         self.diags.append(Diagnostic(pos, ERROR, message))

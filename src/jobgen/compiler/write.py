@@ -41,7 +41,6 @@ import contextlib
 import difflib
 import errno
 import fcntl
-import hashlib
 import itertools
 import json
 import os
@@ -52,6 +51,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from jobgen.compiler import header
+from jobgen.compiler.cache import digest
 
 CREATE, UPDATE, IDENTICAL, REMOVE, MASKED = "create", "update", "identical", "remove", "masked"
 FLAT_FOLDERS = ("", "tmpfiles.d")  # where the flat layout writes; prune looks nowhere else
@@ -126,7 +126,7 @@ def _read_nofollow(path: Path) -> bytes:
         return fh.read()
 
 
-def _existing(outdir: Path, rel: str, new: bytes) -> Change:
+def _existing(outdir: Path, rel: str, new: bytes | None) -> Change:
     path = os.path.join(outdir, rel)  # a str, not a Path: this runs once per file
     try:
         st = os.lstat(path)
@@ -152,38 +152,36 @@ def compare(outdir: Path, files: dict[str, bytes], prune_for: set[str] | None = 
     """What applying ``files`` would do. ``folders`` are where prune looks (the layout's)."""
     if os.path.lexists(outdir) and not outdir.is_dir():
         raise OutputError(outdir, os.strerror(errno.ENOTDIR))
-    for sub in sorted({str(Path(rel).parent) if "/" in rel else "" for rel in files} | set(folders if prune_for else ())):
-        _check_folder(outdir, sub)
+    _check_folders(outdir, files, prune_for, folders)
     changes = [_existing(outdir, rel, files[rel]) for rel in sorted(files)]
     if prune_for:
         changes += _prunable(outdir, files, prune_for, folders)
     return sorted(changes, key=lambda c: c.path)
 
 
+def _check_folders(outdir: Path, rels, prune_for: set[str] | None, folders: tuple[str, ...]) -> None:
+    for sub in sorted({str(Path(rel).parent) if "/" in rel else "" for rel in rels} | set(folders if prune_for else ())):
+        _check_folder(outdir, sub)
+
+
 def unchanged(outdir: Path, digests: dict[str, tuple[int, str]], prune_for: set[str] | None = None, folders: tuple[str, ...] = FLAT_FOLDERS) -> list[Change] | None:
     """What ``compare`` would say if the folder holds exactly the files ``digests``
-    describes (path -> size and sha256 of the bytes, cache.py): every one identical or
-    masked, nothing to prune. None as soon as anything differs or is out of the ordinary,
-    and then ``compare`` with the compiled files says what, and any error."""
+    describes (path -> cache.digest of the bytes): every one identical or masked, nothing
+    to prune. The same reads as ``compare``; None as soon as anything differs or is out of
+    the ordinary, and then ``compare`` with the compiled files says what, and any error."""
     try:
         if not outdir.is_dir():
             return None
-        for sub in sorted({str(Path(rel).parent) if "/" in rel else "" for rel in digests} | set(folders if prune_for else ())):
-            _check_folder(outdir, sub)
+        _check_folders(outdir, digests, prune_for, folders)
         changes = []
         for rel in sorted(digests):
-            path = outdir / rel
-            st = os.lstat(path)
-            if stat.S_ISLNK(st.st_mode) and os.readlink(path) == MASK_TARGET:
-                changes.append(Change(rel, MASKED, None, None))
-                continue
-            size, sha = digests[rel]
-            if not stat.S_ISREG(st.st_mode) or st.st_size != size:
+            found = _existing(outdir, rel, None)
+            if found.action == MASKED:
+                changes.append(found)
+            elif found.old is not None and digest(found.old) == digests[rel]:
+                changes.append(Change(rel, IDENTICAL, found.old, found.old, found.old_mode))
+            else:
                 return None
-            data = _read_nofollow(path)
-            if len(data) != size or hashlib.sha256(data).hexdigest() != sha:
-                return None
-            changes.append(Change(rel, IDENTICAL, data, data, stat.S_IMODE(st.st_mode)))
         if prune_for and _prunable(outdir, digests, prune_for, folders):
             return None
     except OSError:  # OutputError too: compare reports it
