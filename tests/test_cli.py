@@ -124,9 +124,10 @@ def test_run_takes_the_units_lock_and_a_conflict_is_75(tmp_path: Path) -> None:
     assert (free.returncode, free.stdout) == (0, "ran\n")
     holder = subprocess.Popen(["/usr/bin/flock", str(lock), "sleep", "30"])
     try:
-        for _ in range(50):  # until the holder has the lock (a probe can no longer take it)
-            if subprocess.run(["/usr/bin/flock", "--nonblock", str(lock), "true"]).returncode != 0:
-                break
+        deadline = time.monotonic() + 120  # generous: flock(1) may start slowly on a loaded machine
+        # until the holder has the lock (a probe can no longer take it)
+        while subprocess.run(["/usr/bin/flock", "--nonblock", str(lock), "true"]).returncode == 0:
+            assert time.monotonic() < deadline, "the holding flock(1) never took the lock"
             time.sleep(0.1)
         busy = jobgen("run", str(m), "held")
     finally:
