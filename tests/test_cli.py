@@ -252,3 +252,44 @@ def test_check_and_render_import_no_pydantic(tmp_path: Path) -> None:
     for args in (["check", str(m)], ["render", str(m), "-o", str(tmp_path / "out"), "-q"]):
         r = subprocess.run([sys.executable, "-c", probe, *args], capture_output=True, text=True, timeout=120)
         assert r.stderr.splitlines()[-1] == "False 0", (args, r.stderr)
+
+
+# --- one outcome path: every failure ends as one line and a code of the exit-code table ---
+
+
+def _readme_exit_codes() -> set[int]:
+    section = (ROOT / "README.md").read_text().split("### Exit codes", 1)[1].split("\n## ", 1)[0]
+    codes: set[int] = set()
+    for line in section.splitlines():
+        first = line.split("|")[1].strip() if line.startswith("|") else ""
+        codes |= {int(c) for c in first.replace(" ", "").split(",") if c.isdigit()}
+    return codes
+
+
+def test_the_readme_exit_code_table_is_the_one_jobgen_prints() -> None:
+    from jobgen.cli.exits import EXIT_CODES
+
+    assert {code for code, _ in EXIT_CODES} <= _readme_exit_codes()
+
+
+def test_an_unforeseen_failure_is_one_line_and_exit_70(tmp_path: Path, monkeypatch, capsys) -> None:
+    # A bug stands in for every bug: the compile pipeline raising what no command catches.
+    from jobgen.cli import app
+    from jobgen.compiler import pipeline
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the planner lost its table")
+
+    monkeypatch.setattr(pipeline, "build", broken)
+    monkeypatch.delenv("JOBGEN_DEBUG", raising=False)
+    assert app.run(["check", str(ROOT / "examples" / "shop.yaml")]) == 70
+    out, errs = capsys.readouterr()
+    assert (out, errs) == ("", "jobgen: internal error in jobgen (please report it): RuntimeError: the planner lost its table\n")
+
+    assert app.run(["check", str(ROOT / "examples" / "shop.yaml"), "--format", "json"]) == 70
+    doc = json.loads(capsys.readouterr().out)
+    assert (doc["ok"], doc["exit_code"], doc["error"]) == (False, 70, "internal error in jobgen (please report it): RuntimeError: the planner lost its table")
+
+    monkeypatch.setenv("JOBGEN_DEBUG", "1")
+    assert app.run(["check", str(ROOT / "examples" / "shop.yaml")]) == 70
+    assert "Traceback (most recent call last)" in capsys.readouterr().err

@@ -24,7 +24,7 @@ from typing import Optional
 import typer
 
 from jobgen import __version__
-from jobgen.cli.exits import EXIT_CODES, EXIT_INVALID, EXIT_OK
+from jobgen.cli.exits import EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
 COMMANDS = ("render", "check", "run", "apply", "queue", "plan", "status", "import_crontab", "schema", "lock", "directives")
@@ -191,7 +191,26 @@ def run(argv: list[str]) -> int:
         return exc.exit_code
     except _EXIT as exc:  # raised outside click's main (e.g. by a callback)
         return exc.exit_code
-    except _ABORT:
-        err("Aborted!")
-        return 1
+    except (*_ABORT, KeyboardInterrupt):
+        # click turns Ctrl-C into Abort; either way it is the operator's choice, not a failure
+        err("jobgen: interrupted")
+        return EXIT_INTERRUPTED
+    except Exception as exc:  # noqa: BLE001 - the one place every unforeseen failure ends
+        return internal_error(exc, as_json)
     return code if isinstance(code, int) else EXIT_OK
+
+
+def internal_error(exc: BaseException, as_json: bool) -> int:
+    """A failure no command foresaw is a bug: one line naming it and a reserved exit code,
+    never a traceback an operator must read (and a pipeline must parse). JOBGEN_DEBUG=1
+    shows the traceback for the bug report."""
+    import os
+    import traceback
+
+    message = f"internal error in jobgen (please report it): {type(exc).__name__}: {exc}"
+    if os.environ.get("JOBGEN_DEBUG") == "1":
+        traceback.print_exception(exc, file=sys.stderr)
+    err(f"jobgen: {message}")
+    if as_json:
+        emit_json({"ok": False, "error": message, "exit_code": EXIT_INTERNAL, "diagnostics": []})
+    return EXIT_INTERNAL

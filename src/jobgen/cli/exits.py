@@ -3,6 +3,9 @@
 ``EXIT_CODES`` is the table `jobgen --help` prints and the README repeats.
 """
 
+from jobgen.contract.locks import CONFLICT_EXIT, EXIT as LOCK_EXIT
+from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL
+
 EXIT_OK = 0
 EXIT_DRIFT = 1  # render --check: something would change
 EXIT_INVALID = 2  # invalid manifest, bad usage or bad target; with --strict, a warning
@@ -10,7 +13,10 @@ EXIT_PARTIAL = 3  # apply: applied, but a unit failed to start or stop (named)
 EXIT_REFUSED = 4  # apply: not root, no running systemd, or a file jobgen did not write; nothing changed
 EXIT_OUTPUT = 73  # the output folder cannot be written (sysexits.h EX_CANTCREAT); it is left as it was
 
-from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL  # noqa: E402
+# A failure jobgen did not foresee (a bug): one line and the code `jobgen lock` gives its
+# own (sysexits.h EX_SOFTWARE).
+EXIT_INTERNAL = LOCK_EXIT["internal-error"][0]
+EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as a shell reports it: 128 + 2
 
 EXIT_CODES = (
     (EXIT_OK, "ok"),
@@ -19,9 +25,11 @@ EXIT_CODES = (
     (EXIT_PARTIAL, "apply: applied, but a unit failed to start or stop (named)"),
     (EXIT_REFUSED, "apply: not root, no running systemd, or a file jobgen did not write; nothing changed"),
     (EXIT_OUTPUT, "render: the output folder cannot be written; it is left as it was"),
+    (EXIT_INTERNAL, "internal error in jobgen (a bug: the line says what failed; JOBGEN_DEBUG=1 shows where)"),
+    (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
     (EXIT_FULL, "enqueue: the queue is full; the request was not recorded"),
     (EXIT_NO_SUCH, "queue --retry/--drop: no such request"),
     (EXIT_SPOOL, "enqueue/drain/queue: the spool folder cannot be used"),
-    (75, "run/lock: another run holds the lock (EX_TEMPFAIL)"),
-    (64, "lock: usage; 69, 76, 77, 78: see README 'Cluster locks'"),
+    (CONFLICT_EXIT, "run/lock: another run holds the lock (EX_TEMPFAIL)"),
+    (LOCK_EXIT["usage"][0], "lock: usage; 69, 76, 77, 78: see README 'Cluster locks'"),
 )

@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from jobgen.cli.app import err
-from jobgen.cli.exits import EXIT_INVALID
+from jobgen.cli.exits import EXIT_INTERNAL, EXIT_INVALID
 
 # Some lines were not translated: the manifest holds the others.
 EXIT_PARTIAL = 1
@@ -58,7 +58,7 @@ def register(app: typer.Typer) -> None:
             validate.validate(load.load_text(result, str(output or "<import>")), str(output or "<import>"))
         except ManifestError as exc:
             err(f"jobgen: internal error: the imported manifest does not validate:\n{exc}")
-            raise typer.Exit(70)
+            raise typer.Exit(EXIT_INTERNAL)
         for note in imported.notes:
             err(f"{crontab}:{note.line}: note: {note.message}")
         for problem in imported.problems:
