@@ -41,7 +41,9 @@ class CronOracle:
     """crontab(5), written out plainly: which minutes does a schedule fire at?"""
 
     NICKNAMES = {"@yearly": "0 0 1 1 *", "@annually": "0 0 1 1 *", "@monthly": "0 0 1 * *",
-                 "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *"}
+                 "@weekly": "0 0 * * 0", "@daily": "0 0 * * *", "@midnight": "0 0 * * *", "@hourly": "0 * * * *",
+                 # systemd-cron's crontab(5): "@quarterly ... 0 0 1 */3 *", "@semiannually ... 0 0 1 */6 *"
+                 "@quarterly": "0 0 1 */3 *", "@semiannually": "0 0 1 */6 *"}
     MONTHS = "jan feb mar apr may jun jul aug sep oct nov dec".split()
     WEEKDAYS = "sun mon tue wed thu fri sat".split()
 
@@ -94,7 +96,9 @@ class CronOracle:
 
 def _import(name: str, **kw) -> tool.Imported:
     path = CRONTABS / name
-    return tool.read(path.read_text(), path.name, system=kw.pop("system", tool.system_format(str(path))), **kw)
+    imported = tool.read(path.read_text(), path.name, system=kw.pop("system", tool.system_format(str(path))), **kw)
+    tool.settle(imported, path.name, "<import>")  # what the validator refuses is reported, as the CLI does
+    return imported
 
 
 def _jobgen(*args: str) -> subprocess.CompletedProcess[str]:
@@ -102,7 +106,7 @@ def _jobgen(*args: str) -> subprocess.CompletedProcess[str]:
     return subprocess.run([sys.executable, "-m", "jobgen", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
 
 
-ALL = [("etc/crontab", {}), ("cron.d/php", {}), ("shop", {"user": "shop"})]
+ALL = [("etc/crontab", {}), ("cron.d/php", {}), ("shop", {"user": "shop"}), ("tricky", {"user": "shop"})]
 
 
 def _all_jobs():
@@ -158,7 +162,7 @@ def test_a_cron_d_file_with_reboot_and_mailto():
         (14, "*-*-* *:09,39:00", None, ("/bin/sh", "-c", "[ -x /usr/lib/php/sessionclean ] && if [ ! -d /run/systemd/system ]; "
                                         "then /usr/lib/php/sessionclean; fi")),
         (16, "Sun *-*-* 03:30:00", None, ("/sbin/e2scrub_all", "-A", "-r")),
-        (17, {"after_boot": "1s"}, "www-data", ("/usr/local/bin/warm-cache", "--all")),
+        (17, {"after_boot": "1min"}, "www-data", ("/usr/local/bin/warm-cache", "--all")),
     ]
     assert [str(n) for n in imported.notes] == [
         "line 15: MAILTO=ops@example.com: jobgen does not mail a job's output; it goes to the journal "
@@ -266,3 +270,77 @@ def test_every_cron_suggestion_is_a_valid_and_equivalent_calendar(schedule):
     got = sorted({t for s in suggested for t in parse_calendar(s + " UTC").next_elapses(PROOF_START, len(expected) + 1)
                   if t <= PROOF_START + timedelta(days=62)})
     assert got == expected, message
+
+
+# ----------------------------------------------------------------------------- tricky lines
+
+
+def test_steps_that_do_not_divide_their_field_become_lists():
+    # systemd 252 carries a repetition over the end of its field ('00/5' runs at 05:00, not
+    # 00:00, after a month's last day; '00/7' cannot be computed in Europe/Berlin): a list is exact.
+    jobs = {j.command[0].rsplit("/", 1)[1]: j.schedule for j in _import("tricky", user="shop").jobs}
+    assert jobs["every-5-hours"] == "*-*-* 00,05,10,15,20:00:00"
+    assert jobs["every-7-hours"] == "*-*-* 00,07,14,21:00:00"
+    assert jobs["every-7-minutes"] == "*-*-* *:00,07,14,21,28,35,42,49,56:00"
+    assert jobs["every-5-months"] == "*-01,06,11-01 00:00:00"
+    assert jobs["odd-days"] == "*-*-01,03,05,07,09,11,13,15,17,19,21,23,25,27,29,31 00:00:00"
+    # A step that divides its field stays a repetition.
+    assert jobs["every-15-minutes"] == "*-*-* *:00/15:00"
+    assert jobs["five-past-every-ten"] == "*-*-* *:05/10:00"
+
+
+def test_control_variables_become_timer_keys_or_notes_never_environment():
+    imported = _import("tricky", user="shop")
+    for job in imported.jobs:
+        assert job.environment == ()
+        assert dict(job.timer) == {"randomized_delay": "3min", "persistent": "true"}
+    assert [str(n) for n in imported.notes] == [
+        "line 5: BATCH=1 is systemd-cron's run-when-idle; jobgen has no equivalent (set nice/CPU weight in the job); not passed to the jobs"]
+
+
+def test_lines_that_cannot_be_translated_say_why():
+    imported = _import("tricky", user="shop")
+    assert [str(p) for p in sorted(imported.problems, key=lambda p: p.line)] == [
+        "line 24: '0 0 1,15 * 5' runs when the day of the month OR the weekday matches (crontab(5)), which takes two "
+        "OnCalendar= expressions: '*-*-01,15 00:00:00' and 'Fri *-*-* 00:00:00'; one job has one schedule, so make two jobs by hand",
+        "line 25: jobgen refuses the translation: job 'tricky-switched-off-l25': 'schedule': calendar expression "
+        "'*-02-31 00:00:00' never elapses: no date from 1970 to 2199 matches it (systemd would accept it and never run the job)",
+        "line 26: '@every' is not cron syntax (Go's cron libraries have it); for a run every SPAN write schedule: {every: SPAN}",
+    ]
+
+
+def test_a_line_that_never_runs_is_reported_and_the_rest_written(tmp_path):
+    out = tmp_path / "tricky.yaml"
+    r = _jobgen("import-crontab", str(CRONTABS / "tricky"), "--user", "shop", "-o", str(out))
+    assert r.returncode == 1, r.stderr
+    assert (f"{CRONTABS / 'tricky'}:25: error: jobgen refuses the translation: job 'tricky-switched-off-l25': 'schedule': calendar "
+            "expression '*-02-31 00:00:00' never elapses: no date from 1970 to 2199 matches it (systemd would accept "
+            "it and never run the job)") in r.stderr.splitlines()
+    assert r.stderr.splitlines()[-1] == "jobgen: 18 jobs imported; 3 lines not translated"
+    written = out.read_text()
+    assert "# line 25 not imported: jobgen refuses the translation: job 'tricky-switched-off-l25'" in written
+    assert not [name for name in yaml.safe_load(written)["jobs"] if "switched-off" in name]
+    assert _jobgen("check", str(out)).returncode == 0
+
+
+@pytest.mark.parametrize("text", ["", "# only a comment\n", "0 0 31 2 * /bin/true\n", "@every 1h /bin/true\n"])
+def test_a_file_with_nothing_to_import_writes_the_reasons_and_exits_1(tmp_path, text):
+    src = tmp_path / "crontab"
+    src.write_text(text)
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(tmp_path / "out.yaml"))
+    assert r.returncode == 1, r.stderr
+    assert "internal error" not in r.stderr
+    assert r.stderr.splitlines()[-1].startswith("jobgen: 0 jobs imported")
+    assert yaml.safe_load((tmp_path / "out.yaml").read_text())["jobs"] == {}
+
+
+def test_a_system_crontab_read_as_a_user_crontab_is_caught(tmp_path):
+    src = tmp_path / "backup"  # a copy of a cron.d file: its name says nothing
+    src.write_text("*/5 * * * * root /usr/bin/true\n")
+    r = _jobgen("import-crontab", str(src))
+    assert r.returncode == 1
+    assert (f"{src}:1: error: 'root' after the schedule is a user of this host: this looks like a system crontab (a user "
+            "column before the command, as in /etc/crontab and /etc/cron.d); pass --system to read it so, or "
+            "--user-crontab if the command really is 'root ...'") in r.stderr.splitlines()
+    ok = _jobgen("import-crontab", "--system", str(src))
+    assert ok.returncode == 0 and '"/usr/bin/true"' in ok.stdout

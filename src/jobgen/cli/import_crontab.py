@@ -39,7 +39,6 @@ def register(app: typer.Typer) -> None:
         force: bool = typer.Option(False, "--force", help="Overwrite MANIFEST if it exists."),
     ) -> None:
         """Translate a crontab into a manifest; untranslatable lines are reported with their line number."""
-        from jobgen.compiler import load, validate
         from jobgen.compiler.diagnostics import ManifestError
         from jobgen.tools import crontab as tool
 
@@ -52,16 +51,15 @@ def register(app: typer.Typer) -> None:
             err(f"jobgen: error: {output} exists; pass --force to overwrite it")
             raise typer.Exit(EXIT_INVALID)
         is_system = tool.system_format(str(crontab)) if system is None else system
-        imported = tool.read(text, crontab.name, system=is_system, user=user)
-        result = tool.manifest(imported, crontab.name)
-        try:  # the translation is jobgen's own: a manifest it refuses is a bug, said plainly
-            validate.validate(load.load_text(result, str(output or "<import>")), str(output or "<import>"))
+        imported = tool.read(text, crontab.name, system=is_system, user=user, is_user=_is_user if system is None else None)
+        try:  # a job the validator refuses is reported by line; any other refusal is jobgen's bug
+            result = tool.settle(imported, crontab.name, str(output or "<import>"))
         except ManifestError as exc:
             err(f"jobgen: internal error: the imported manifest does not validate:\n{exc}")
             raise typer.Exit(EXIT_INTERNAL)
         for note in imported.notes:
             err(f"{crontab}:{note.line}: note: {note.message}")
-        for problem in imported.problems:
+        for problem in sorted(imported.problems, key=lambda p: p.line):
             err(f"{crontab}:{problem.line}: error: {problem.message}")
         if output is None:
             typer.echo(result, nl=False)
@@ -70,4 +68,15 @@ def register(app: typer.Typer) -> None:
         n = len(imported.problems)
         err(f"jobgen: {len(imported.jobs)} job{'s' if len(imported.jobs) != 1 else ''} imported"
             + (f"; {n} line{'s' if n != 1 else ''} not translated" if n else ""))
-        raise typer.Exit(EXIT_PARTIAL if n else 0)
+        # Nothing imported is not a migration done, even from a file of comments alone.
+        raise typer.Exit(EXIT_PARTIAL if n or not imported.jobs else 0)
+
+
+def _is_user(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except (KeyError, UnicodeEncodeError):
+        return False
+    return True

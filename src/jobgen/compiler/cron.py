@@ -47,8 +47,19 @@ NICKNAMES: dict[str, str] = {
     "@daily": "0 0 * * *",
     "@midnight": "0 0 * * *",
     "@hourly": "0 * * * *",
+    # Not Vixie cron's, but systemd-cron's and fcron's, and found in crontabs moved from them.
+    "@quarterly": "0 0 1 1,4,7,10 *",
+    "@semiannually": "0 0 1 1,7 *",
+    "@biannually": "0 0 1 1,7 *",
 }
 REBOOT = "@reboot"
+# What '@reboot' becomes, for `check`'s hint and `import-crontab` alike: a run once per boot,
+# a minute after it (systemd-cron's OnBootSec= for @reboot), when the host has settled.
+REBOOT_AFTER_BOOT = "1min"
+# Nicknames of other schedulers that are not cron's: what to write instead.
+FOREIGN_NICKNAMES: dict[str, str] = {
+    "@every": "'@every' is not cron syntax (Go's cron libraries have it); for a run every SPAN write schedule: {every: SPAN}",
+}
 # What a nickname's equivalent needs said beside it.
 NICKNAME_NOTES: dict[str, str] = {"@weekly": " (cron's week starts on Sunday; systemd's own 'weekly' is Monday 00:00)"}
 
@@ -145,10 +156,8 @@ def _chain(values: frozenset[int], low: int, high: int, width: int) -> str:
     ordered = sorted(values)
     if ordered == list(range(low, high + 1)):
         return "*"
-    if len(ordered) >= 3:
-        step = ordered[1] - ordered[0]
-        if ordered == list(range(ordered[0], high + 1, step)) and step > 1:
-            return f"{ordered[0]:0{width}d}/{step}"
+    if len(ordered) >= 3 and _repeats_evenly(ordered, low, high):
+        return f"{ordered[0]:0{width}d}/{ordered[1] - ordered[0]}"
     parts: list[str] = []
     i = 0
     while i < len(ordered):
@@ -161,6 +170,19 @@ def _chain(values: frozenset[int], low: int, high: int, width: int) -> str:
             parts.extend(f"{v:0{width}d}" for v in ordered[i : j + 1])
         i = j + 1
     return ",".join(parts)
+
+
+def _repeats_evenly(ordered: list[int], low: int, high: int) -> bool:
+    """Whether 'a/step' is safe for these values: they are a, a+step, ... up to the field's end,
+    and the step divides the field's span, so the repetition carried past the end lands on
+    the same values again. systemd 252 carries it over ('*-*-* 00/5:00:00' runs at 05:00, not
+    00:00, after 20:00 on a month's last day; `00/7` cannot be computed in Europe/Berlin,
+    "Infinite loop in calendar calculation"): where the step does not divide, a list is exact.
+    The day of the month has no fixed span (28 to 31 days): always a list."""
+    step = ordered[1] - ordered[0]
+    if step < 2 or ordered != list(range(ordered[0], high + 1, step)):
+        return False
+    return high != 31 and ordered[0] - low < step and (high + 1 - low) % step == 0
 
 
 def _weekdays(values: frozenset[int]) -> str:
@@ -200,7 +222,7 @@ def suggestion(text: str) -> str | None:
     """What validate.py says about a cron schedule written as a calendar expression, or None."""
     word = text.strip().lower()
     if word == REBOOT:
-        return "'@reboot' is cron syntax; for a run once after boot write schedule: {after_boot: 1min}"
+        return f"'@reboot' is cron syntax; for a run once after boot write schedule: {{after_boot: {REBOOT_AFTER_BOOT}}}"
     if not looks_like_cron(text):
         return None
     try:

@@ -8,7 +8,7 @@ crontabs (no user column; the user is given). What each line becomes:
   against cron's rules over CHECK_DAYS days (tests/test_crontab.py proves each
   over a year against an independent evaluator). Cron's day-of-month OR day-of-week rule takes
   two OnCalendar= expressions, which one job cannot hold: such a line is reported, not guessed.
-* `@reboot`: `{after_boot: 1s}`, a run once per boot.
+* `@reboot`: `{after_boot: 1min}` (cron.REBOOT_AFTER_BOOT), a run once per boot.
 * the command: cron runs every command with `$SHELL -c` (default /bin/sh), so a command with
   shell syntax becomes `[SHELL, -c, "..."]`; a plain one with an absolute program becomes an
   argv list. `\\%` is a literal %; an unescaped `%` (the rest of the line is the command's
@@ -27,15 +27,29 @@ import shlex
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
 from pathlib import PurePath
+from typing import Callable
 from zoneinfo import ZoneInfo
 
 from jobgen.compiler import cron, timespec
 from jobgen.compiler.names import ENV_NAME, USER_NAME
 
-# The importer itself compares cron's rules with jobgen's engine over this many days (the test
-# proves each translation over a year, against an evaluator written separately).
-CHECK_DAYS = 14
-CHECK_FROM = datetime(2026, 1, 1, tzinfo=timezone.utc)
+# The importer compares cron's rules with jobgen's calendar engine (systemd's algorithm, with
+# its faults: tests/test_calendar_parity.py) before it writes a schedule; the test suite proves
+# each translation again against an evaluator written separately. Where engines go wrong is
+# where a value carries over: a month's, February's, a leap year's and a year's end. So the
+# check looks at every elapse around each of those (PROBES, up to PROBE_ELAPSES from each) and
+# at a long stretch of CHECK_DAYS from CHECK_FROM that holds a February 29th (up to
+# CHECK_ELAPSES: a schedule of every minute is proved over the probes, not over 400 days).
+CHECK_DAYS = 400
+CHECK_FROM = datetime(2027, 12, 1, tzinfo=timezone.utc)
+CHECK_ELAPSES = 1500
+PROBE_HOURS = 50
+PROBE_ELAPSES = 400
+PROBES = tuple(
+    datetime(*ymd, tzinfo=timezone.utc) - timedelta(hours=PROBE_HOURS // 2)
+    for ymd in ((2026, 1, 1), (2026, 2, 1), (2026, 3, 1), (2026, 4, 1), (2026, 7, 1), (2026, 12, 1),
+                (2027, 1, 1), (2028, 1, 1), (2028, 2, 29))
+)
 DEFAULT_SHELL = "/bin/sh"
 
 # Characters that make a command need a shell (anything a POSIX shell treats specially).
@@ -59,11 +73,12 @@ class ImportedJob:
     line: int
     source: str  # the crontab line as written
     cron_schedule: str  # the five fields or the @nickname
-    schedule: str | dict  # an OnCalendar= expression or {"after_boot": "1s"}
+    schedule: str | dict  # an OnCalendar= expression or {"after_boot": cron.REBOOT_AFTER_BOOT}
     timezone: str | None
     command: tuple[str, ...]
     user: str | None
     environment: tuple[tuple[str, str], ...]
+    timer: tuple[tuple[str, str], ...] = ()  # manifest keys from cron's control variables
 
 
 @dataclass
@@ -73,17 +88,41 @@ class Imported:
     notes: list[Problem] = field(default_factory=list)
 
 
+# Variables crontabs set for cron itself (cronie, systemd-cron, anacron), not for the jobs:
+# name -> (manifest key, value -> its value or None when unreadable, what it means). They are
+# never passed to a job's environment.
+_YES = {"true": "true", "yes": "true", "1": "true", "false": "false", "no": "false", "0": "false"}
+CONTROL: dict[str, tuple[str, object, str]] = {
+    # cronie's crontab(5): "the maximum number of minutes to delay job start"
+    "RANDOM_DELAY": ("randomized_delay", lambda v: f"{v}min" if v.isdigit() else None, "a number of minutes"),
+    # systemd-cron's crontab(5): catch up on a run missed while the host was off
+    "PERSISTENT": ("persistent", lambda v: _YES.get(v.lower()), "yes or no"),
+}
+# Control variables with no timer meaning: said in a note, not passed on.
+CONTROL_NOTED: dict[str, str] = {
+    "START_HOURS_RANGE": "anacron's window of hours to start jobs in; a timer has none (use the schedule's hours)",
+    "DELAY": "anacron's delay in minutes; use randomized_delay or after_boot",
+    "BATCH": "systemd-cron's run-when-idle; jobgen has no equivalent (set nice/CPU weight in the job)",
+    "CRON_MAIL_SUCCESS": "systemd-cron's mail on success; jobgen has no mail on success",
+    "CRON_MAIL_FORMAT": "systemd-cron's mail format; not used",
+}
+
+
 def system_format(path: str) -> bool:
     """/etc/crontab and /etc/cron.d/* have the user column; other files are user crontabs."""
     p = PurePath(path)
     return (p.name == "crontab" and p.parent.name == "etc") or p.parent.name == "cron.d"
 
 
-def read(text: str, stem: str, *, system: bool, user: str | None = None) -> Imported:
-    """Every line of a crontab; `user` is the owner of a user crontab (None: unknown)."""
+def read(text: str, stem: str, *, system: bool, user: str | None = None,
+         is_user: Callable[[str], bool] | None = None) -> Imported:
+    """Every line of a crontab; `user` is the owner of a user crontab (None: unknown).
+    `is_user`, given when the format was guessed from the file's name: whether a word names a
+    user of the host, so that a copy of a system crontab read as a user crontab is caught."""
     out = Imported()
     env: dict[str, str] = {}
     zone: str | None = None
+    timer: dict[str, str] = {}
     shell = DEFAULT_SHELL
     taken: set[str] = set()
     for number, raw in enumerate(text.splitlines(), start=1):
@@ -109,6 +148,15 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None) -> Impo
                                              "in the repeated hour cron runs '*' minutes twice, systemd once "
                                              "(`jobgen plan` lists those days)"))
                 zone = value
+            elif name in CONTROL:
+                key, convert, wanted = CONTROL[name]
+                converted = convert(value)  # type: ignore[operator]
+                if converted is None:
+                    out.problems.append(Problem(number, f"{name}={value}: expected {wanted}"))
+                else:
+                    timer[key] = converted
+            elif name in CONTROL_NOTED:
+                out.notes.append(Problem(number, f"{name}={value} is {CONTROL_NOTED[name]}; not passed to the jobs"))
             elif name == "SHELL":
                 if not value.startswith("/"):
                     out.problems.append(Problem(number, f"SHELL={value} is not an absolute path"))
@@ -116,7 +164,15 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None) -> Impo
             else:
                 env[name] = value
             continue
+        if not system and is_user is not None and (owner := _user_column(raw, is_user)) is not None:
+            out.problems.append(Problem(number, f"'{owner}' after the schedule is a user of this host: this looks like a "
+                                        "system crontab (a user column before the command, as in /etc/crontab and "
+                                        "/etc/cron.d); pass --system to read it so, or --user-crontab if the command "
+                                        f"really is '{owner} ...'"))
+            continue
         job = _job(number, raw, stem, system=system, user=user, zone=zone, shell=shell, env=env, out=out)
+        if job is not None and isinstance(job.schedule, str):
+            job = ImportedJob(**{**job.__dict__, "timer": tuple(sorted(timer.items()))})
         if job is not None:
             name = _unique(job.name, taken)
             taken.add(name)
@@ -135,6 +191,16 @@ def _unique(name: str, taken: set[str]) -> str:
     while candidate in taken:
         candidate, n = f"{name}-{n}", n + 1
     return candidate
+
+
+def _user_column(raw: str, is_user: Callable[[str], bool]) -> str | None:
+    """The word after a user crontab line's schedule when it names a user of the host and a
+    command follows it (`*/5 * * * * root /usr/bin/x`), else None."""
+    split = _split_line(raw, system=True)
+    if split is None:
+        return None
+    _, owner, command = split
+    return owner if owner and is_user(owner) and command.strip() else None
 
 
 def _split_line(raw: str, system: bool) -> tuple[str, str | None, str] | None:
@@ -204,7 +270,10 @@ def _command(number: int, text: str, shell: str, out: Imported) -> tuple[str, ..
 
 def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | dict | None:
     if when.lower() == cron.REBOOT:
-        return {"after_boot": "1s"}
+        return {"after_boot": cron.REBOOT_AFTER_BOOT}
+    if when.lower() in cron.FOREIGN_NICKNAMES:
+        out.problems.append(Problem(number, cron.FOREIGN_NICKNAMES[when.lower()]))
+        return None
     if when.startswith("@") and when.lower() not in cron.NICKNAMES:
         out.problems.append(Problem(number, f"unknown nickname '{when}' (cron knows {', '.join([*cron.NICKNAMES, cron.REBOOT])})"))
         return None
@@ -219,7 +288,7 @@ def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | 
                                     f"(crontab(5)), which takes two OnCalendar= expressions: '{calendars[0]}' and "
                                     f"'{calendars[1]}'; one job has one schedule, so make two jobs by hand"))
         return None
-    if (problem := check(parsed, calendars[0])) is not None:
+    if (problem := check(parsed, calendars[0], zone)) is not None:
         out.problems.append(Problem(number, f"'{when}': no faithful translation: {problem}"))
         return None
     return calendars[0]
@@ -232,8 +301,9 @@ def _has_dst(zone: str) -> bool:
     return any(datetime(2026, m, 1, tzinfo=z).dst() for m in range(1, 13))
 
 
-def cron_times(s: cron.CronSchedule, start: datetime, end: datetime) -> list[datetime]:
-    """crontab(5): the wall-clock minutes in (start, end] at which the schedule fires."""
+def cron_times(s: cron.CronSchedule, start: datetime, end: datetime, most: int | None = None) -> list[datetime]:
+    """crontab(5): the wall-clock minutes in (start, end] at which the schedule fires (the
+    first `most` of them)."""
     out = []
     day = start.replace(hour=0, minute=0, second=0, microsecond=0)
     while day <= end:
@@ -245,16 +315,36 @@ def cron_times(s: cron.CronSchedule, start: datetime, end: datetime) -> list[dat
                     t = day.replace(hour=hour, minute=minute)
                     if start < t <= end:
                         out.append(t)
+                        if len(out) == most:
+                            return out
         day += timedelta(days=1)
     return out
 
 
-def check(s: cron.CronSchedule, calendar: str, days: int = CHECK_DAYS) -> str | None:
-    """Compare the calendar's elapses with cron's over `days` from CHECK_FROM, in wall-clock
-    time (UTC: no DST); None when they are the same."""
-    end = CHECK_FROM + timedelta(days=days)
-    expected = cron_times(s, CHECK_FROM, end)
-    got = [t for t in timespec.parse_calendar(calendar + " UTC").next_elapses(CHECK_FROM, len(expected) + 1) if t <= end]
+def check(s: cron.CronSchedule, calendar: str, zone: str | None = None) -> str | None:
+    """Compare the calendar's elapses with cron's around every PROBE and over CHECK_DAYS, in
+    wall-clock time (UTC: cron and systemd read the same local time; their DST rules differ,
+    README: import-crontab); None when they are the same. The expression must also be
+    computable in the zone the job runs in (systemd 252 loops forever on some, in some zones)."""
+    engine = timespec.parse_calendar(calendar + " UTC")
+    windows = [(base, base + timedelta(hours=PROBE_HOURS), PROBE_ELAPSES) for base in PROBES]
+    windows.append((CHECK_FROM, CHECK_FROM + timedelta(days=CHECK_DAYS), CHECK_ELAPSES))
+    for start, end, most in windows:
+        if (problem := _differs(s, calendar, engine, start, end, most)) is not None:
+            return problem
+    if zone is not None:
+        try:
+            timespec.parse_calendar(f"{calendar} {zone}").next_elapses(CHECK_FROM, 2)
+        except ValueError as exc:
+            return f"systemd cannot compute '{calendar}' in {zone}: {exc}"
+    return None
+
+
+def _differs(s: cron.CronSchedule, calendar: str, engine, start: datetime, end: datetime, most: int) -> str | None:
+    expected = cron_times(s, start, end, most)
+    if len(expected) == most:
+        end = expected[-1]  # the window is cut at the last elapse compared
+    got = [t for t in engine.next_elapses(start, len(expected) + 1) if t <= end]
     for want, have in zip(expected + [None], got + [None]):
         if want != have:
             if have is None or (want is not None and want < have):
@@ -286,17 +376,25 @@ def _q(text: str) -> str:
 
 def manifest(imported: Imported, source: str) -> str:
     """The jobs as a jobgen manifest (YAML), each with its crontab line beside it."""
+    return _manifest(imported, source)[0]
+
+
+def _manifest(imported: Imported, source: str) -> tuple[str, dict[str, tuple[int, int]]]:
+    """The manifest text and, per job, the first and last line of its entry (settle() maps the
+    validator's positions back to crontab lines with them)."""
     lines = [
         f"# Imported by `jobgen import-crontab` from {source}.",
         "# Each schedule was compared with cron's rules; cron's DST handling differs (README: import-crontab).",
         "# cron starts a run even while the previous one is still going; these jobs skip instead",
         "# (overlap: skip, jobgen's default): set overlap: allow to keep cron's behaviour.",
-        "jobgen: 1",
-        "jobs:",
+        "# cron runs a job without a sandbox; so do these (hardening: none): raise it job by job",
+        "# once the job is known to work under it (README: Hardening).",
     ]
-    if not imported.jobs:
-        lines[-1] = "jobs: {}"
+    lines += [f"# line {p.line} not imported: {p.message}" for p in sorted(imported.problems, key=lambda p: p.line)]
+    lines += ["jobgen: 1", "jobs:" if imported.jobs else "jobs: {}"]
+    spans: dict[str, tuple[int, int]] = {}
     for job in imported.jobs:
+        first = len(lines) + 1
         lines.append(f"  # line {job.line}: {job.source}")
         lines.append(f"  {job.name}:")
         lines.append(f"    description: {_q(f'cron: {job.source}')}")
@@ -309,7 +407,38 @@ def manifest(imported: Imported, source: str) -> str:
             lines.append(f"    timezone: {job.timezone}")
         if job.user:
             lines.append(f"    user: {job.user}")
+        lines.append("    hardening: none")
+        lines += [f"    {key}: {value}" for key, value in job.timer]
         if job.environment:
             lines.append("    environment:")
             lines += [f"      {k}: {_q(v)}" for k, v in job.environment]
-    return "\n".join(lines) + "\n"
+        spans[job.name] = (first, len(lines))
+    return "\n".join(lines) + "\n", spans
+
+
+def settle(imported: Imported, source: str, where: str) -> str:
+    """The manifest, once every job jobgen's own validator refuses is taken out and its crontab
+    line reported with the validator's reason: cron accepts lines systemd cannot run (such as
+    '0 0 31 2 *', which never elapses: a common way to switch a line off). A problem that
+    belongs to no job is jobgen's own bug: ManifestError is raised."""
+    from jobgen.compiler import load, validate
+    from jobgen.compiler.diagnostics import ERROR, ManifestError
+
+    while True:
+        text, spans = _manifest(imported, source)
+        if not imported.jobs:
+            return text  # nothing to validate: a record of what was refused, and why
+        try:
+            validate.validate(load.load_text(text, where), where)
+            return text
+        except ManifestError as exc:
+            refused: dict[str, str] = {}
+            for d in (d for d in exc.diagnostics if d.severity == ERROR):
+                name = next((n for n, (a, b) in spans.items() if a <= d.pos.line <= b), None)
+                if name is None:
+                    raise
+                refused.setdefault(name, d.message)
+            for job in imported.jobs:
+                if job.name in refused:
+                    imported.problems.append(Problem(job.line, f"jobgen refuses the translation: {refused[job.name]}"))
+            imported.jobs = [j for j in imported.jobs if j.name not in refused]
