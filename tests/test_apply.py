@@ -160,6 +160,63 @@ def test_a_masked_unit_is_refused(shop, tmp_path):
     assert os.readlink(units / "tick.timer") == "/dev/null" and not (units / "tick.service").exists()
 
 
+LOCKED = V1.replace("    schedule: hourly\n", "    schedule: hourly\n    lock: host\n", 1)  # tick: a tmpfiles.d snippet too
+LEAVES = "it leads out of the root (to {to}); jobgen neither reads nor writes through it"
+
+
+@pytest.mark.parametrize(
+    "link",
+    ["etc/systemd", "etc/tmpfiles.d", "etc/systemd/system/timers.target.wants", "etc/systemd/system/multi-user.target.wants"],
+)
+def test_a_folder_that_leads_out_of_the_root_is_refused_and_nothing_is_written_anywhere(shop, tmp_path, link):
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    (root / link).symlink_to(elsewhere)
+    shop.write_text(LOCKED)
+    before = snapshot(root)
+    code, doc = apply_json(shop, root)
+    assert (code, doc["ok"]) == (4, False)
+    assert doc["errors"] == [f"cannot write {root / link}: {LEAVES.format(to=elsewhere)}", "nothing changed"]
+    assert list(elsewhere.iterdir()) == [] and snapshot(root) == before
+
+
+def test_an_absolute_link_is_resolved_as_this_host_sees_it_and_refused(shop, tmp_path):
+    """/etc/tmpfiles.d -> /srv/tmpfiles.d in an image would point inside it once booted;
+    seen from here it points at this host's /srv: refused, never written through."""
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/tmpfiles.d").symlink_to("/srv/jobgen-test-nowhere/tmpfiles.d")
+    code, doc = apply_json(shop, root)
+    assert code == 4
+    assert doc["errors"] == [f"cannot write {root}/etc/tmpfiles.d: {LEAVES.format(to='/srv/jobgen-test-nowhere/tmpfiles.d')}", "nothing changed"]
+    assert not os.path.lexists("/srv/jobgen-test-nowhere")
+
+
+def test_a_unit_file_linked_out_of_the_root_is_refused_text_and_exit_code(shop, tmp_path):
+    root, victim = tmp_path / "root", tmp_path / "victim.timer"
+    victim.write_text("theirs\n")
+    units = root / "etc/systemd/system"
+    units.mkdir(parents=True)
+    (units / "tick.timer").symlink_to(victim)
+    r = jobgen("apply", str(shop), "--root", str(root))
+    assert r.returncode == 4
+    assert r.stderr == f"jobgen: error: {units}/tick.timer is a symbolic link (to {victim}), not a file jobgen wrote\njobgen: error: nothing changed\n"
+    assert victim.read_text() == "theirs\n" and sorted(p.name for p in units.iterdir()) == ["tick.timer"]
+
+
+@needs_systemctl
+def test_a_link_that_stays_inside_the_root_is_followed(shop, tmp_path):
+    root = tmp_path / "root"
+    (root / "usr/lib/tmpfiles.d").mkdir(parents=True)
+    (root / "etc").mkdir()
+    (root / "etc/tmpfiles.d").symlink_to("../usr/lib/tmpfiles.d")
+    shop.write_text(LOCKED)
+    code, doc = apply_json(shop, root)
+    assert code == 0, doc
+    assert (root / "usr/lib/tmpfiles.d/jobgen-shop.conf").is_file()
+
+
 def test_root_without_a_target_systemd_is_refused(tmp_path):
     (tmp_path / "m.yaml").write_text(V1.replace("target: {systemd: 252}\n", ""))
     r = jobgen("apply", str(tmp_path / "m.yaml"), "--root", str(tmp_path))

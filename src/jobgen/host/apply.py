@@ -45,6 +45,8 @@ from jobgen.compiler import header
 UNIT_SUFFIXES = (".service", ".timer", ".target", ".path")  # .path: the watch of an overlap: queue job
 RUNNING = frozenset({"active", "activating", "deactivating", "reloading", "refreshing"})
 ENABLED = frozenset({"enabled", "enabled-runtime"})
+ENABLE_DIR = "etc/systemd/system"  # where `systemctl [--root] enable` makes its links, whatever the layout
+INSTALL_LINKS = {"WantedBy": ".wants", "RequiredBy": ".requires", "UpheldBy": ".upholds"}  # systemd.unit(5) [Install]
 POLL_SECONDS = 0.5  # how often a removed job's run in progress is asked whether it ended
 
 CREATE, UPDATE, IDENTICAL, REMOVE = write.CREATE, write.UPDATE, write.IDENTICAL, write.REMOVE
@@ -144,7 +146,9 @@ def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) 
     given manifest wrote (candidates for removal). Returns (path -> bytes, refusals)."""
     manifests = set(made_by.values())
     existing: dict[str, bytes] = {}
-    refused: list[str] = []
+    refused = outside(where, desired)
+    if refused:
+        return existing, refused  # nothing is read through a link that leaves the root
     for rel in sorted(desired):
         data, why = _read(where.root / rel)
         if why:
@@ -170,6 +174,37 @@ def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) 
             if data is not None and header.owner(data, manifests):
                 existing[rel] = data
     return existing, refused
+
+
+def _wants_folders(desired: dict[str, bytes]) -> set[str]:
+    """The folders `systemctl enable` links into: ENABLE_DIR/TARGET.wants|.requires|.upholds
+    for each WantedBy=, RequiredBy=, UpheldBy= of a unit's [Install] (systemd.unit(5))."""
+    found = set()
+    for rel, data in desired.items():
+        if not _unit(rel) or not _has_install(data):
+            continue
+        for line in data.decode("utf-8", "replace").partition("\n[Install]\n")[2].splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() in INSTALL_LINKS:
+                found |= {f"{ENABLE_DIR}/{target}{INSTALL_LINKS[key.strip()]}" for target in value.split()}
+    return found
+
+
+def outside(where: Where, desired: dict[str, bytes]) -> list[str]:
+    """Every folder apply writes into or enables into, beneath the root: one refusal per
+    folder that a symbolic link leads out of it. The same check as render's output folder
+    (write.check_folder): links are resolved as this host sees them, so an absolute link in
+    an image (/etc/systemd -> /srv/x) leaves the root even though the booted image would
+    read it inside; refusing it is the safe reading. A link that stays inside is followed."""
+    folders = set(layouts.folders(where.layout)) | {rel.rpartition("/")[0] for rel in desired} | {ENABLE_DIR} | _wants_folders(desired)
+    refused = []
+    for sub in sorted(folders):
+        try:
+            write.check_folder(where.root, sub, what="root")
+        except write.OutputError as exc:
+            if str(exc) not in refused:  # etc/systemd leads out: once, not per folder in it
+                refused.append(str(exc))
+    return refused
 
 
 # --------------------------------------------------------------------------- planning
