@@ -64,6 +64,12 @@ def _inputs(manifests: list[Path]) -> dict[Path, bytes] | None:
         return None
 
 
+def _cache_problem() -> str | None:
+    from jobgen.compiler import cache
+
+    return cache.problem()
+
+
 def _cache_key(manifests: list[Path], data: dict[Path, bytes], target, options: dict[str, object]) -> str:
     from jobgen.compiler import cache, resources
 
@@ -130,6 +136,10 @@ def register(app: typer.Typer) -> None:
         folders = layout.folders(chosen)
         on_wait = lambda: err(f"jobgen: waiting for another render of {output}")  # noqa: E731
         data = None if no_cache else _inputs(manifests)
+        if data is not None and (untrusted := _cache_problem()):
+            data = None  # compile, as with --no-cache, and say why once
+            if not quiet:
+                err(f"jobgen: note: render cache not used: {untrusted}; rendering without it")
         key = None
         if data is not None:
             options = {"holder": holder, "layout": layout_name, "package": package, "prune": prune, "strict": strict}
