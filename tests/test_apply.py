@@ -289,3 +289,76 @@ def test_changed_worker_is_restarted_only_when_running_and_asked():
     assert [s.argv for s in host.plan_apply(where, new, old, up, restart="never").after] == [("systemctl", "daemon-reload")]
     # Nothing changed and everything enabled and running: no call at all.
     assert host.plan_apply(where, old, old, up).steps == []
+
+
+# --------------------------------------------------------------------------- the options apply shares with render
+
+
+WARNS = Path(__file__).parent / "errors" / "warn-restart-always-unlimited.yaml"
+
+
+def test_strict_makes_a_warning_fail_and_changes_nothing(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    warning = jobgen("check", str(WARNS)).stderr.splitlines()
+    assert len(warning) == 1 and ": warning: " in warning[0]
+    r = jobgen("apply", str(WARNS), "--root", str(root), "--strict")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [*warning, "jobgen: error: 1 warning with --strict; nothing changed"]
+    assert r.stdout == "" and snapshot(root) == {}
+
+
+@needs_systemctl
+def test_without_strict_the_warning_is_shown_and_apply_goes_ahead(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    r = jobgen("apply", str(WARNS), "--root", str(root))
+    assert r.returncode == 0 and ": warning: " in r.stderr
+    assert (root / "etc/systemd/system/mailer.service").is_file()
+
+
+@needs_systemctl
+def test_quiet_prints_only_problems_and_still_applies(shop, tmp_path):
+    root = tmp_path / "root"
+    shop.write_text(V1.replace("target: {systemd: 252}\n", "target: {systemd: '>=252'}\n"))
+    loud = jobgen("apply", str(shop), "--root", str(root), "--check")
+    assert loud.stdout and loud.returncode == 1
+    for _ in range(2):  # applies, then nothing to do: both silent
+        r = jobgen("apply", str(shop), "--root", str(root), "-q")
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert (root / "etc/systemd/system/timers.target.wants/tick.timer").is_symlink()
+
+
+@needs_systemctl
+def test_target_preset_names_the_image_systemd(shop, tmp_path):
+    root = tmp_path / "root"
+    shop.write_text(V1.replace("target: {systemd: 252}\n", ""))
+    code, doc = apply_json(shop, root, "--target", "debian-12")
+    assert code == 0, doc
+    assert not [d for d in doc["diagnostics"] if "no target systemd given" in d["message"]]
+    both = jobgen("apply", str(shop), "--root", str(root), "--target", "debian-12", "--systemd", "252")
+    assert (both.returncode, both.stderr) == (2, "jobgen: error: give --systemd or --target, not both\n")
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("missing", "does not exist (give the image's root folder; apply does not make it)"),
+    ("file", "not a folder"),
+])  # fmt: skip
+def test_a_root_that_is_not_a_folder_says_which(shop, tmp_path, kind, why):
+    root = tmp_path / "img"
+    if kind == "file":
+        root.write_text("")
+    r = jobgen("apply", str(shop), "--root", str(root))
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", f"jobgen: error: --root {root}: {why}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m", "root", *(["img"] if kind == "file" else [])])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops to nobody")
+def test_a_root_this_user_cannot_read_says_so(tmp_path):
+    root = tmp_path / "img"  # under pytest's 0700 folder: nobody cannot reach it
+    root.mkdir()
+    r = subprocess.run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m", "jobgen", "apply", "m.yaml", "--root", str(root)],
+        capture_output=True, text=True, cwd="/", env={**os.environ, "PYTHONPATH": str(Path(host.__file__).parents[2])},
+    )  # fmt: skip
+    assert (r.returncode, r.stderr) == (2, f"jobgen: error: --root {root}: not readable (permission denied)\n")

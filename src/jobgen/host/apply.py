@@ -303,6 +303,23 @@ def _converge(where: Where, unit: str, kind: str, state: UnitState, *, is_new: b
 # --------------------------------------------------------------------------- the host
 
 
+def root_problem(root: Path) -> str | None:
+    """Why ``--root`` cannot be installed into, or None."""
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        return "does not exist (give the image's root folder; apply does not make it)"
+    except PermissionError:
+        return "not readable (permission denied)"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a folder"
+    if not os.access(root, os.R_OK | os.X_OK):
+        return "not readable (permission denied)"
+    return None
+
+
 def host_problem(where: Where, check: bool) -> str | None:
     """Why apply cannot run on this host, or None (--check only reads)."""
     if where.image:
