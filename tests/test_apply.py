@@ -362,3 +362,86 @@ def test_a_root_this_user_cannot_read_says_so(tmp_path):
         capture_output=True, text=True, cwd="/", env={**os.environ, "PYTHONPATH": str(Path(host.__file__).parents[2])},
     )  # fmt: skip
     assert (r.returncode, r.stderr) == (2, f"jobgen: error: --root {root}: not readable (permission denied)\n")
+
+
+# --------------------------------------------------------------------------- the holder the units exec
+
+
+HOLDERS = """\
+jobgen: 1
+target: {systemd: 252}
+jobs:
+  sync:
+    command: [/bin/true]
+    schedule: hourly
+    timeout: 1h
+    lock: {scope: cluster, backend: "redis://127.0.0.1:6399", name: "shop:sync"}
+  mail:
+    command: [/bin/true]
+    schedule: hourly
+    overlap: queue
+    lock: host
+  tick:
+    command: [/bin/true]
+    schedule: hourly
+    lock: host
+"""
+
+
+def missing(manifest: Path, holder: str, where: str) -> list[str]:
+    """The two warnings: at sync's lock: key and at mail's overlap: key (tick runs flock only)."""
+    rest = f"its units run {holder} (--holder), which does not exist {where}: they would fail to start (status=203/EXEC); give --holder the path of jobgen there"
+    return [f"{manifest}:8:5: warning: job 'sync': {rest}", f"{manifest}:12:5: warning: job 'mail': {rest}"]
+
+
+@needs_systemctl
+def test_apply_into_a_root_warns_at_each_job_whose_holder_is_missing_there(shop, tmp_path):
+    root = tmp_path / "root"
+    shop.write_text(HOLDERS)
+    r = jobgen("apply", str(shop), "--root", str(root), "-q")
+    assert r.returncode == 0
+    assert r.stderr.splitlines() == missing(shop, "/usr/bin/jobgen", f"in {root}")
+    assert "ExecStart=/usr/bin/jobgen lock " in (root / "etc/systemd/system/sync.service").read_text()
+    (root / "usr/bin").mkdir(parents=True)
+    (root / "usr/bin/jobgen").symlink_to("/opt/jobgen/bin/jobgen")  # the image's link: not resolved here
+    again = jobgen("apply", str(shop), "--root", str(root), "-q")
+    assert (again.returncode, again.stderr) == (0, "")
+
+
+def test_strict_makes_a_missing_holder_fail_and_changes_nothing(shop, tmp_path):
+    root = tmp_path / "root"
+    shop.write_text(HOLDERS)
+    r = jobgen("apply", str(shop), "--root", str(root), "--holder", "/opt/nowhere/jobgen", "--strict")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [*missing(shop, "/opt/nowhere/jobgen", f"in {root}"), "jobgen: error: 2 warnings with --strict; nothing changed"]
+    assert snapshot(root) == {}
+
+
+def test_render_warns_only_when_this_host_loads_the_units(shop, tmp_path):
+    """A dry run of a root tree into / (nothing is written) is judged by this host's files;
+    a render into any other folder is for another host or an image and is not."""
+    shop.write_text(HOLDERS)
+    here = jobgen("render", str(shop), "-o", "/", "--layout", "etc", "--holder", "/opt/nowhere/jobgen", "--check", "-q")
+    assert here.returncode == 1
+    assert [line for line in here.stderr.splitlines() if "--holder" in line] == missing(shop, "/opt/nowhere/jobgen", "on this host")
+    strict = jobgen("render", str(shop), "-o", "/", "--layout", "etc", "--holder", "/opt/nowhere/jobgen", "--check", "--strict")
+    assert strict.returncode == 2 and strict.stderr.splitlines()[-1] == "jobgen: 2 warnings with --strict; nothing written"
+    present = jobgen("render", str(shop), "-o", "/", "--layout", "etc", "--holder", sys.executable, "--check", "-q")
+    assert (present.returncode, present.stderr) == (1, "")
+    elsewhere = jobgen("render", str(shop), "-o", str(tmp_path / "review"), "--holder", "/opt/nowhere/jobgen", "-q")
+    assert (elsewhere.returncode, elsewhere.stderr) == (0, "")
+
+
+def test_the_running_jobgen_is_found_as_the_generator_finds_it(tmp_path):
+    """pipx, a virtualenv under /opt, a link in /usr/local/bin: the units get the real path."""
+    real = tmp_path / "opt/jobgen/bin/jobgen"
+    real.parent.mkdir(parents=True)
+    real.write_text("#!/bin/sh\n")
+    real.chmod(0o755)
+    link = tmp_path / "usr/local/bin/jobgen"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    from jobgen.host import generator
+
+    assert host.running_jobgen(str(link)) == generator.sibling_holder(str(link)) == str(real)
+    assert host.running_jobgen(str(Path(host.__file__).parents[1] / "__main__.py")) is None  # python -m jobgen

@@ -7,6 +7,7 @@ to do, 1 --check found changes, 2 invalid manifest or usage, 3 applied but a uni
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
@@ -14,6 +15,7 @@ import typer
 
 from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, resolve_target
 from jobgen.cli.exits import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
+from jobgen.contract.locks import DEFAULT_HOLDER
 
 LAYOUTS = ("etc", "usr")  # apply installs where systemd reads; flat is for review (render)
 
@@ -37,7 +39,7 @@ def register(app: typer.Typer) -> None:
         systemd: Optional[str] = typer.Option(None, "--systemd", help="Target systemd version; default: this host's (auto). With --root: give it (or --target), or set target: in the manifest."),
         preset: Optional[str] = PresetOpt,
         fmt: Format = FormatOpt,
-        holder: str = holder_option(),
+        holder: Optional[str] = holder_option("the jobgen that is running; with --root, /usr/bin/jobgen"),
         quiet: bool = QuietOpt,
         strict: bool = StrictOpt,
     ) -> None:
@@ -74,6 +76,9 @@ def register(app: typer.Typer) -> None:
         if problem := host.host_problem(where, dry):
             fail(EXIT_REFUSED, [problem])
 
+        # On this host the units exec the jobgen that runs now; an image gets the packaged path.
+        running = None if root is not None else host.running_jobgen(sys.argv[0])
+        holder = holder or running or DEFAULT_HOLDER
         target = resolve_target(systemd if systemd or preset or root is not None else "auto", preset)
         results, problems = [], []
         for path in manifests:
@@ -83,6 +88,7 @@ def register(app: typer.Typer) -> None:
                 problems += exc.diagnostics
         if problems:
             fail(EXIT_INVALID, [f"{sum(d.severity == 'error' for d in problems)} error(s) in the manifests; nothing changed"], problems)
+        results = [host.holder_warnings(r, holder, where.root, where.image, running) for r in results]
         notes = [d for r in results for d in r.diagnostics]
         if target is None and any(d.message.startswith("no target systemd given") for d in notes):
             fail(EXIT_INVALID, ["--root: give --systemd VERSION (the image's systemd) or target: in the manifest"], notes)

@@ -30,6 +30,7 @@ Rules the plan keeps (README: Deploying):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import stat
@@ -41,6 +42,7 @@ from pathlib import Path
 from jobgen.compiler import layout as layouts
 from jobgen.compiler import write
 from jobgen.compiler import header
+from jobgen.compiler.diagnostics import WARNING, Diagnostic
 
 UNIT_SUFFIXES = (".service", ".timer", ".target", ".path")  # .path: the watch of an overlap: queue job
 RUNNING = frozenset({"active", "activating", "deactivating", "reloading", "refreshing"})
@@ -318,6 +320,41 @@ def root_problem(root: Path) -> str | None:
     if not os.access(root, os.R_OK | os.X_OK):
         return "not readable (permission denied)"
     return None
+
+
+def running_jobgen(argv0: str) -> str | None:
+    """The jobgen that is running, as the absolute path a unit can exec, found as the
+    generator finds it (generator.sibling_holder: `jobgen` beside this program's real
+    path, so /usr/local/bin/jobgen -> /opt/jobgen/bin/jobgen gives the latter), or None
+    (python -m jobgen). `apply` on this host uses it when --holder is not given."""
+    from jobgen.host.generator import sibling_holder
+
+    return sibling_holder(argv0)
+
+
+def holder_present(holder: str, root: Path, image: bool) -> bool:
+    if not os.path.isabs(holder):
+        return True  # not judged: systemd's own search (systemd.service(5) "Command lines")
+    if image:
+        # A link is taken as it is: where it points is the booted image's to resolve.
+        return os.path.lexists(os.path.join(root, holder.lstrip("/")))
+    return os.path.isfile(holder) and os.access(holder, os.X_OK)
+
+
+def holder_warnings(result, holder: str, root: Path, image: bool, running: str | None):
+    """``result`` (pipeline.Result) with a warning at each job whose units exec ``holder``
+    when that file is not in ``root``: such a unit fails with status=203/EXEC
+    ("Failed to locate executable"), the job never runs, and nothing else would say so."""
+    if not result.plan.holder_jobs or holder_present(holder, root, image):
+        return result
+    where = f"in {root}" if image else "on this host"
+    hint = f" (the jobgen running now is {running})" if running and running != holder and not image else ""
+    found = [
+        Diagnostic(pos, WARNING, f"job '{name}': its units run {holder} (--holder), which does not exist {where}: they would fail to start "
+                   f"(status=203/EXEC); give --holder the path of jobgen there{hint}")
+        for name, pos in result.plan.holder_jobs
+    ]
+    return dataclasses.replace(result, diagnostics=tuple(sorted(set(result.diagnostics) | set(found))))
 
 
 def host_problem(where: Where, check: bool) -> str | None:
