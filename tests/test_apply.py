@@ -205,6 +205,17 @@ def test_a_unit_file_linked_out_of_the_root_is_refused_text_and_exit_code(shop, 
     assert victim.read_text() == "theirs\n" and sorted(p.name for p in units.iterdir()) == ["tick.timer"]
 
 
+def test_render_refuses_the_same_folder_with_the_same_check_even_before_it_is_made(shop, tmp_path):
+    """IMG/etc -> elsewhere, IMG/etc/systemd not made yet: it would be made through the link."""
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "etc").symlink_to(elsewhere)
+    r = jobgen("render", str(shop), "-o", str(root), "--layout", "etc")
+    assert r.returncode == 73
+    assert r.stderr == f"jobgen: error: cannot write {root}/etc: it leads out of the output folder (to {elsewhere}); jobgen neither reads nor writes through it\n"
+    assert list(elsewhere.iterdir()) == []
+
+
 @needs_systemctl
 def test_a_link_that_stays_inside_the_root_is_followed(shop, tmp_path):
     root = tmp_path / "root"

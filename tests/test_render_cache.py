@@ -222,11 +222,11 @@ def test_a_cache_folder_someone_else_controls_is_not_used_and_nothing_of_the_vic
     env = {**os.environ, "JOBGEN_CACHE_DIR": str(cache)}
     out = tmp_path / "out"
     runs = [jobgen("render", str(manifest), "-o", str(out), env=env) for _ in range(2)]
+    assert sorted(p.name for p in victim.iterdir()) == [f"{n:02}.json" for n in range(80)]
+    assert all(p.read_text() == "{}" for p in victim.iterdir())
     for r in runs:
         assert r.returncode == 0 and r.compiled, r.stderr
         assert r.stderr.splitlines().count(f"jobgen: note: render cache not used: {why}; rendering without it") == 1, r.stderr
-    assert sorted(p.name for p in victim.iterdir()) == [f"{n:02}.json" for n in range(80)]
-    assert all(p.read_text() == "{}" for p in victim.iterdir())
     assert sorted(p.name for p in cache.iterdir()) == ["render"]
     quiet = jobgen("render", str(manifest), "-o", str(out), "-q", env=env)
     assert quiet.returncode == 0 and quiet.stderr == ""
