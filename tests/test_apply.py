@@ -160,6 +160,74 @@ def test_a_masked_unit_is_refused(shop, tmp_path):
     assert os.readlink(units / "tick.timer") == "/dev/null" and not (units / "tick.service").exists()
 
 
+LOCKED = V1.replace("    schedule: hourly\n", "    schedule: hourly\n    lock: host\n", 1)  # tick: a tmpfiles.d snippet too
+LEAVES = "it leads out of the root (to {to}); jobgen neither reads nor writes through it"
+
+
+@pytest.mark.parametrize(
+    "link",
+    ["etc/systemd", "etc/tmpfiles.d", "etc/systemd/system/timers.target.wants", "etc/systemd/system/multi-user.target.wants"],
+)
+def test_a_folder_that_leads_out_of_the_root_is_refused_and_nothing_is_written_anywhere(shop, tmp_path, link):
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / link).parent.mkdir(parents=True, exist_ok=True)
+    (root / link).symlink_to(elsewhere)
+    shop.write_text(LOCKED)
+    before = snapshot(root)
+    code, doc = apply_json(shop, root)
+    assert (code, doc["ok"]) == (4, False)
+    assert doc["errors"] == [f"cannot write {root / link}: {LEAVES.format(to=elsewhere)}", "nothing changed"]
+    assert list(elsewhere.iterdir()) == [] and snapshot(root) == before
+
+
+def test_an_absolute_link_is_resolved_as_this_host_sees_it_and_refused(shop, tmp_path):
+    """/etc/tmpfiles.d -> /srv/tmpfiles.d in an image would point inside it once booted;
+    seen from here it points at this host's /srv: refused, never written through."""
+    root = tmp_path / "root"
+    (root / "etc").mkdir(parents=True)
+    (root / "etc/tmpfiles.d").symlink_to("/srv/jobgen-test-nowhere/tmpfiles.d")
+    code, doc = apply_json(shop, root)
+    assert code == 4
+    assert doc["errors"] == [f"cannot write {root}/etc/tmpfiles.d: {LEAVES.format(to='/srv/jobgen-test-nowhere/tmpfiles.d')}", "nothing changed"]
+    assert not os.path.lexists("/srv/jobgen-test-nowhere")
+
+
+def test_a_unit_file_linked_out_of_the_root_is_refused_text_and_exit_code(shop, tmp_path):
+    root, victim = tmp_path / "root", tmp_path / "victim.timer"
+    victim.write_text("theirs\n")
+    units = root / "etc/systemd/system"
+    units.mkdir(parents=True)
+    (units / "tick.timer").symlink_to(victim)
+    r = jobgen("apply", str(shop), "--root", str(root))
+    assert r.returncode == 4
+    assert r.stderr == f"jobgen: error: {units}/tick.timer is a symbolic link (to {victim}), not a file jobgen wrote\njobgen: error: nothing changed\n"
+    assert victim.read_text() == "theirs\n" and sorted(p.name for p in units.iterdir()) == ["tick.timer"]
+
+
+def test_render_refuses_the_same_folder_with_the_same_check_even_before_it_is_made(shop, tmp_path):
+    """IMG/etc -> elsewhere, IMG/etc/systemd not made yet: it would be made through the link."""
+    root, elsewhere = tmp_path / "root", tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    (root / "etc").symlink_to(elsewhere)
+    r = jobgen("render", str(shop), "-o", str(root), "--layout", "etc")
+    assert r.returncode == 73
+    assert r.stderr == f"jobgen: error: cannot write {root}/etc: it leads out of the output folder (to {elsewhere}); jobgen neither reads nor writes through it\n"
+    assert list(elsewhere.iterdir()) == []
+
+
+@needs_systemctl
+def test_a_link_that_stays_inside_the_root_is_followed(shop, tmp_path):
+    root = tmp_path / "root"
+    (root / "usr/lib/tmpfiles.d").mkdir(parents=True)
+    (root / "etc").mkdir()
+    (root / "etc/tmpfiles.d").symlink_to("../usr/lib/tmpfiles.d")
+    shop.write_text(LOCKED)
+    code, doc = apply_json(shop, root)
+    assert code == 0, doc
+    assert (root / "usr/lib/tmpfiles.d/jobgen-shop.conf").is_file()
+
+
 def test_root_without_a_target_systemd_is_refused(tmp_path):
     (tmp_path / "m.yaml").write_text(V1.replace("target: {systemd: 252}\n", ""))
     r = jobgen("apply", str(tmp_path / "m.yaml"), "--root", str(tmp_path))
@@ -232,3 +300,159 @@ def test_changed_worker_is_restarted_only_when_running_and_asked():
     assert [s.argv for s in host.plan_apply(where, new, old, up, restart="never").after] == [("systemctl", "daemon-reload")]
     # Nothing changed and everything enabled and running: no call at all.
     assert host.plan_apply(where, old, old, up).steps == []
+
+
+# --------------------------------------------------------------------------- the options apply shares with render
+
+
+WARNS = Path(__file__).parent / "errors" / "warn-restart-always-unlimited.yaml"
+
+
+def test_strict_makes_a_warning_fail_and_changes_nothing(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    warning = jobgen("check", str(WARNS)).stderr.splitlines()
+    assert len(warning) == 1 and ": warning: " in warning[0]
+    r = jobgen("apply", str(WARNS), "--root", str(root), "--strict")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [*warning, "jobgen: error: 1 warning with --strict; nothing changed"]
+    assert r.stdout == "" and snapshot(root) == {}
+
+
+@needs_systemctl
+def test_without_strict_the_warning_is_shown_and_apply_goes_ahead(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    r = jobgen("apply", str(WARNS), "--root", str(root))
+    assert r.returncode == 0 and ": warning: " in r.stderr
+    assert (root / "etc/systemd/system/mailer.service").is_file()
+
+
+@needs_systemctl
+def test_quiet_prints_only_problems_and_still_applies(shop, tmp_path):
+    root = tmp_path / "root"
+    shop.write_text(V1.replace("target: {systemd: 252}\n", "target: {systemd: '>=252'}\n"))
+    loud = jobgen("apply", str(shop), "--root", str(root), "--check")
+    assert loud.stdout and loud.returncode == 1
+    for _ in range(2):  # applies, then nothing to do: both silent
+        r = jobgen("apply", str(shop), "--root", str(root), "-q")
+        assert (r.returncode, r.stdout, r.stderr) == (0, "", "")
+    assert (root / "etc/systemd/system/timers.target.wants/tick.timer").is_symlink()
+
+
+@needs_systemctl
+def test_target_preset_names_the_image_systemd(shop, tmp_path):
+    root = tmp_path / "root"
+    shop.write_text(V1.replace("target: {systemd: 252}\n", ""))
+    code, doc = apply_json(shop, root, "--target", "debian-12")
+    assert code == 0, doc
+    assert not [d for d in doc["diagnostics"] if "no target systemd given" in d["message"]]
+    both = jobgen("apply", str(shop), "--root", str(root), "--target", "debian-12", "--systemd", "252")
+    assert (both.returncode, both.stderr) == (2, "jobgen: error: give --systemd or --target, not both\n")
+
+
+@pytest.mark.parametrize("kind, why", [
+    ("missing", "does not exist (give the image's root folder; apply does not make it)"),
+    ("file", "not a folder"),
+])  # fmt: skip
+def test_a_root_that_is_not_a_folder_says_which(shop, tmp_path, kind, why):
+    root = tmp_path / "img"
+    if kind == "file":
+        root.write_text("")
+    r = jobgen("apply", str(shop), "--root", str(root))
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", f"jobgen: error: --root {root}: {why}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == sorted(["m", "root", *(["img"] if kind == "file" else [])])
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="drops to nobody")
+def test_a_root_this_user_cannot_read_says_so(tmp_path):
+    root = tmp_path / "img"  # under pytest's 0700 folder: nobody cannot reach it
+    root.mkdir()
+    r = subprocess.run(
+        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m", "jobgen", "apply", "m.yaml", "--root", str(root)],
+        capture_output=True, text=True, cwd="/", env={**os.environ, "PYTHONPATH": str(Path(host.__file__).parents[2])},
+    )  # fmt: skip
+    assert (r.returncode, r.stderr) == (2, f"jobgen: error: --root {root}: not readable (permission denied)\n")
+
+
+# --------------------------------------------------------------------------- the holder the units exec
+
+
+HOLDERS = """\
+jobgen: 1
+target: {systemd: 252}
+jobs:
+  sync:
+    command: [/bin/true]
+    schedule: hourly
+    timeout: 1h
+    lock: {scope: cluster, backend: "redis://127.0.0.1:6399", name: "shop:sync"}
+  mail:
+    command: [/bin/true]
+    schedule: hourly
+    overlap: queue
+    lock: host
+  tick:
+    command: [/bin/true]
+    schedule: hourly
+    lock: host
+"""
+
+
+def missing(manifest: Path, holder: str, where: str) -> list[str]:
+    """The two warnings: at sync's lock: key and at mail's overlap: key (tick runs flock only)."""
+    rest = f"its units run {holder} (--holder), which does not exist {where}: they would fail to start (status=203/EXEC); give --holder the path of jobgen there"
+    return [f"{manifest}:8:5: warning: job 'sync': {rest}", f"{manifest}:12:5: warning: job 'mail': {rest}"]
+
+
+@needs_systemctl
+def test_apply_into_a_root_warns_at_each_job_whose_holder_is_missing_there(shop, tmp_path):
+    root = tmp_path / "root"
+    shop.write_text(HOLDERS)
+    r = jobgen("apply", str(shop), "--root", str(root), "-q")
+    assert r.returncode == 0
+    assert r.stderr.splitlines() == missing(shop, "/usr/bin/jobgen", f"in {root}")
+    assert "ExecStart=/usr/bin/jobgen lock " in (root / "etc/systemd/system/sync.service").read_text()
+    (root / "usr/bin").mkdir(parents=True)
+    (root / "usr/bin/jobgen").symlink_to("/opt/jobgen/bin/jobgen")  # the image's link: not resolved here
+    again = jobgen("apply", str(shop), "--root", str(root), "-q")
+    assert (again.returncode, again.stderr) == (0, "")
+
+
+def test_strict_makes_a_missing_holder_fail_and_changes_nothing(shop, tmp_path):
+    root = tmp_path / "root"
+    shop.write_text(HOLDERS)
+    r = jobgen("apply", str(shop), "--root", str(root), "--holder", "/opt/nowhere/jobgen", "--strict")
+    assert r.returncode == 2
+    assert r.stderr.splitlines() == [*missing(shop, "/opt/nowhere/jobgen", f"in {root}"), "jobgen: error: 2 warnings with --strict; nothing changed"]
+    assert snapshot(root) == {}
+
+
+def test_render_warns_only_when_this_host_loads_the_units(shop, tmp_path):
+    """A dry run of a root tree into / (nothing is written) is judged by this host's files;
+    a render into any other folder is for another host or an image and is not."""
+    shop.write_text(HOLDERS)
+    here = jobgen("render", str(shop), "-o", "/", "--layout", "etc", "--holder", "/opt/nowhere/jobgen", "--check", "-q")
+    assert here.returncode == 1
+    assert [line for line in here.stderr.splitlines() if "--holder" in line] == missing(shop, "/opt/nowhere/jobgen", "on this host")
+    strict = jobgen("render", str(shop), "-o", "/", "--layout", "etc", "--holder", "/opt/nowhere/jobgen", "--check", "--strict")
+    assert strict.returncode == 2 and strict.stderr.splitlines()[-1] == "jobgen: 2 warnings with --strict; nothing written"
+    present = jobgen("render", str(shop), "-o", "/", "--layout", "etc", "--holder", sys.executable, "--check", "-q")
+    assert (present.returncode, present.stderr) == (1, "")
+    elsewhere = jobgen("render", str(shop), "-o", str(tmp_path / "review"), "--holder", "/opt/nowhere/jobgen", "-q")
+    assert (elsewhere.returncode, elsewhere.stderr) == (0, "")
+
+
+def test_the_running_jobgen_is_found_as_the_generator_finds_it(tmp_path):
+    """pipx, a virtualenv under /opt, a link in /usr/local/bin: the units get the real path."""
+    real = tmp_path / "opt/jobgen/bin/jobgen"
+    real.parent.mkdir(parents=True)
+    real.write_text("#!/bin/sh\n")
+    real.chmod(0o755)
+    link = tmp_path / "usr/local/bin/jobgen"
+    link.parent.mkdir(parents=True)
+    link.symlink_to(real)
+    from jobgen.host import generator
+
+    assert host.running_jobgen(str(link)) == generator.sibling_holder(str(link)) == str(real)
+    assert host.running_jobgen(str(Path(host.__file__).parents[1] / "__main__.py")) is None  # python -m jobgen

@@ -185,3 +185,61 @@ def test_a_new_jobgen_is_a_miss(manifest: Path, tmp_path: Path) -> None:
     again = jobgen("render", str(manifest), "-o", str(out), env=env)
     assert again.returncode == 0 and again.compiled, again.stderr
     assert f"update    {out}/backup.timer" in again.stdout.splitlines()
+
+
+# --------------------------------------------------------------------------- a cache folder someone else controls
+
+NOBODY = 65534  # nobody on Debian
+
+
+def foreign_cache(tmp_path: Path, how: str) -> tuple[Path, Path, str]:
+    """A cache folder as `sudo -E` finds it in another user's HOME, holding ``render`` as a
+    link to a root-owned folder of 80 *.json files (more than the cache keeps): returns
+    (the JOBGEN_CACHE_DIR, the victim folder, why the note says it is not used)."""
+    victim = tmp_path / "victim"
+    victim.mkdir()
+    for n in range(80):
+        (victim / f"{n:02}.json").write_text("{}")
+    cache = tmp_path / "cache"
+    cache.mkdir(mode=0o755)
+    (cache / "render").symlink_to(victim)
+    if how == "foreign owner":
+        os.chown(cache, NOBODY, NOBODY)
+        os.lchown(cache / "render", NOBODY, NOBODY)
+        why = f"{cache} belongs to uid {NOBODY}, not to root"
+    elif how == "writable by others":
+        cache.chmod(0o777)
+        why = f"{cache} can be written by others (mode 0777)"
+    else:
+        why = f"{cache}/render is a symbolic link (to {victim})"
+    return cache, victim, why
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chowns to nobody: runs as root, as the CI does")
+@pytest.mark.parametrize("how", ["foreign owner", "writable by others", "own folder, render linked away"])
+def test_a_cache_folder_someone_else_controls_is_not_used_and_nothing_of_the_victim_goes(manifest: Path, tmp_path: Path, how: str) -> None:
+    cache, victim, why = foreign_cache(tmp_path, how)
+    env = {**os.environ, "JOBGEN_CACHE_DIR": str(cache)}
+    out = tmp_path / "out"
+    runs = [jobgen("render", str(manifest), "-o", str(out), env=env) for _ in range(2)]
+    assert sorted(p.name for p in victim.iterdir()) == [f"{n:02}.json" for n in range(80)]
+    assert all(p.read_text() == "{}" for p in victim.iterdir())
+    for r in runs:
+        assert r.returncode == 0 and r.compiled, r.stderr
+        assert r.stderr.splitlines().count(f"jobgen: note: render cache not used: {why}; rendering without it") == 1, r.stderr
+    assert sorted(p.name for p in cache.iterdir()) == ["render"]
+    quiet = jobgen("render", str(manifest), "-o", str(out), "-q", env=env)
+    assert quiet.returncode == 0 and quiet.stderr == ""
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chowns to nobody")
+def test_a_home_kept_by_sudo_is_not_used(manifest: Path, tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    (home / ".cache/jobgen").mkdir(parents=True)
+    for folder in (home, home / ".cache", home / ".cache/jobgen"):
+        os.chown(folder, NOBODY, NOBODY)
+    env = {k: v for k, v in os.environ.items() if k not in ("JOBGEN_CACHE_DIR", "XDG_CACHE_HOME")}
+    r = jobgen("render", str(manifest), "-o", str(tmp_path / "out"), env={**env, "HOME": str(home)})
+    assert r.returncode == 0 and r.compiled
+    assert r.stderr.splitlines()[0] == f"jobgen: note: render cache not used: {home} belongs to uid {NOBODY}, not to root; rendering without it"
+    assert not (home / ".cache/jobgen/render").exists()

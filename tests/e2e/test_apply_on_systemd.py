@@ -211,3 +211,52 @@ workers:
         # The session's container is shared: leave it "running", not "degraded".
         c.run("systemctl", "disable", "--now", "apply-fine.timer", "apply-broken.service", check=False)
         c.run("systemctl", "reset-failed", "apply-broken.service", check=False)
+
+
+# A queue job (its units run `jobgen enqueue` and `jobgen drain`) and a cluster job (`jobgen
+# lock`, against a port nothing listens on): both exec the holder.
+HOLDER_JOBS = """\
+jobgen: 1
+jobs:
+  inbox:
+    command: [/bin/sh, -c, "echo inbox-ran"]
+    schedule: yearly
+    overlap: queue
+    lock: host
+  ledger:
+    command: [/bin/sh, -c, "echo ledger-ran"]
+    schedule: yearly
+    timeout: 1m
+    lock: {scope: cluster, backend: "redis://127.0.0.1:9", name: "shop:ledger"}
+"""
+
+
+def test_apply_from_a_venv_linked_into_usr_local_bin_runs_the_units_with_that_jobgen(host):
+    """jobgen in a virtualenv under /opt, linked from /usr/local/bin, nothing at
+    /usr/bin/jobgen: apply's units exec the jobgen that ran apply, so they start (the
+    cluster job fails to reach its server, not to find its executable: no 203/EXEC)."""
+    host.boot()
+    host.install()
+    c = host.c
+    c.run("/bin/sh", "-c", "rm -f /usr/bin/jobgen && ln -sfn /opt/jobgen/bin/jobgen /usr/local/bin/jobgen")
+    c.write_file("/root/m/shop.yaml", HOLDER_JOBS)
+    r = c.run("/usr/local/bin/jobgen", "apply", "/root/m/shop.yaml", "--format", "json", check=False, timeout=300)
+    doc = json.loads(r.stdout)
+    assert (r.returncode, doc["ok"]) == (0, True), (r.stderr, doc)
+    assert not [d for d in doc["diagnostics"] if "--holder" in d["message"]], doc["diagnostics"]
+    assert c.run("systemctl", "show", "-P", "ExecStart", "ledger.service").stdout.count("path=/opt/jobgen/bin/jobgen ") == 1
+
+    c.systemctl("start", "inbox.service", check=False, timeout=120)
+    host.wait(lambda: [e.get("MESSAGE") for e in host.journal("_SYSTEMD_UNIT=inbox-drain.service")], lambda m: "inbox-ran" in m, "the queued run of inbox")
+    c.systemctl("start", "ledger.service", check=False, timeout=120)
+    # Its holder ran: it could not reach the server, and its run was logged as an outcome.
+    host.wait(lambda: host.outcomes("ledger"), lambda o: len(o) >= 1, "ledger's outcome")
+    journal = format_journal(host.journal())
+    assert "Failed to locate executable" not in journal and "status=203/EXEC" not in journal, journal[-4000:]
+
+    # The default of before (/usr/bin/jobgen) is named where it would fail, at each job.
+    c.write_file("/root/m2/shop.yaml", HOLDER_JOBS)
+    warned = c.run("/usr/local/bin/jobgen", "apply", "/root/m2/shop.yaml", "--holder", "/usr/bin/jobgen", "--check", check=False)
+    lines = [line for line in warned.stderr.splitlines() if "(--holder)" in line]
+    assert [line.split(": warning: ")[0] for line in lines] == ["/root/m2/shop.yaml:6:5", "/root/m2/shop.yaml:12:5"], warned.stderr
+    assert all("(the jobgen running now is /opt/jobgen/bin/jobgen)" in line for line in lines)

@@ -69,10 +69,14 @@ StrictOpt = typer.Option(False, "--strict", help="Warnings fail: exit 2, nothing
 ManifestsArg = typer.Argument(..., metavar="MANIFEST", hidden=True, show_default=False)
 
 
-def holder_option():
+def holder_option(default_help: str | None = None):
+    """--holder; ``default_help``: the option has no fixed default (None) and says why."""
     from jobgen.contract.locks import DEFAULT_HOLDER
 
-    return typer.Option(DEFAULT_HOLDER, "--holder", metavar="PATH", help="Path of jobgen on the target hosts (cluster-scope jobs run `jobgen lock`).")
+    text = "Path of jobgen on the target hosts (cluster-scope and queue jobs run it)."
+    if default_help:
+        return typer.Option(None, "--holder", metavar="PATH", help=f"{text} Default: {default_help}.", show_default=False)
+    return typer.Option(DEFAULT_HOLDER, "--holder", metavar="PATH", help=text)
 
 
 def resolve_target(systemd: Optional[str], preset: Optional[str]):
@@ -95,9 +99,11 @@ def resolve_target(systemd: Optional[str], preset: Optional[str]):
         raise CliError(f"--{'target' if preset else 'systemd'} {text}: {exc}") from None
 
 
-def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: bool = False, data: dict[Path, bytes] | None = None):
+def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: bool = False, data: dict[Path, bytes] | None = None, more=None):
     """Every manifest through the pure core; all problems of all manifests, then exit 2.
-    With ``strict`` a warning is a problem too. ``data``: manifests already read."""
+    With ``strict`` a warning is a problem too. ``data``: manifests already read.
+    ``more``: result -> result with the command's own findings added (warnings about the
+    host), counted by --strict like the compiler's."""
     from jobgen.compiler import pipeline
     from jobgen.compiler.diagnostics import WARNING, ManifestError
 
@@ -107,6 +113,8 @@ def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: b
             results.append(pipeline.build(str(path), target, holder, data=(data or {}).get(path)))
         except ManifestError as exc:
             problems += exc.diagnostics
+    if more is not None:
+        results = [more(r) for r in results]
     warnings = [d for r in results for d in r.diagnostics if d.severity == WARNING] if strict else []
     if problems or warnings:
         shown = sorted(problems + warnings) if warnings else problems

@@ -7,13 +7,15 @@ to do, 1 --check found changes, 2 invalid manifest or usage, 3 applied but a uni
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 from typing import Optional
 
 import typer
 
-from jobgen.cli.app import Format, FormatOpt, emit_json, err, holder_option, resolve_target
+from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, resolve_target
 from jobgen.cli.exits import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
+from jobgen.contract.locks import DEFAULT_HOLDER
 
 LAYOUTS = ("etc", "usr")  # apply installs where systemd reads; flat is for review (render)
 
@@ -34,13 +36,16 @@ def register(app: typer.Typer) -> None:
         diff: bool = typer.Option(False, "--diff", help="Change nothing; show a unified diff of every file change and the actions."),
         restart: str = typer.Option("changed", "--restart", metavar="changed|never", help="Restart running workers whose units changed (gracefully: SIGTERM, then stop_timeout)."),
         stop_timeout: float = typer.Option(300.0, "--stop-timeout", metavar="SECONDS", help="How long a removed job's run in progress is waited for before it is stopped."),
-        systemd: Optional[str] = typer.Option(None, "--systemd", help="Target systemd version; default: this host's (auto). With --root: give it, or set target: in the manifest."),
+        systemd: Optional[str] = typer.Option(None, "--systemd", help="Target systemd version; default: this host's (auto). With --root: give it (or --target), or set target: in the manifest."),
+        preset: Optional[str] = PresetOpt,
         fmt: Format = FormatOpt,
-        holder: str = holder_option(),
+        holder: Optional[str] = holder_option("the jobgen that is running; with --root, /usr/bin/jobgen"),
+        quiet: bool = QuietOpt,
+        strict: bool = StrictOpt,
     ) -> None:
         """Install manifests where systemd reads them: write, reload, enable, start; remove what was dropped."""
         from jobgen.compiler import layout, pipeline
-        from jobgen.compiler.diagnostics import ManifestError
+        from jobgen.compiler.diagnostics import NOTE, WARNING, ManifestError
         from jobgen.host import apply as host
 
         json_out = fmt == Format.json
@@ -66,12 +71,15 @@ def register(app: typer.Typer) -> None:
         if len(set(names)) != len(names):
             fail(EXIT_INVALID, ["two manifests have the same file name; rename one (generated files name their manifest by file name)"])
         where = host.Where(root or Path("/"), layout.LAYOUTS[layout_name], image=root is not None)
-        if root is not None and not root.is_dir():
-            fail(EXIT_INVALID, [f"--root {root}: not a folder"])
+        if root is not None and (why := host.root_problem(root)):
+            fail(EXIT_INVALID, [f"--root {root}: {why}"])
         if problem := host.host_problem(where, dry):
             fail(EXIT_REFUSED, [problem])
 
-        target = resolve_target(systemd if systemd or root is not None else "auto", None)
+        # On this host the units exec the jobgen that runs now; an image gets the packaged path.
+        running = None if root is not None else host.running_jobgen(sys.argv[0])
+        holder = holder or running or DEFAULT_HOLDER
+        target = resolve_target(systemd if systemd or preset or root is not None else "auto", preset)
         results, problems = [], []
         for path in manifests:
             try:
@@ -80,9 +88,13 @@ def register(app: typer.Typer) -> None:
                 problems += exc.diagnostics
         if problems:
             fail(EXIT_INVALID, [f"{sum(d.severity == 'error' for d in problems)} error(s) in the manifests; nothing changed"], problems)
+        results = [host.holder_warnings(r, holder, where.root, where.image, running) for r in results]
         notes = [d for r in results for d in r.diagnostics]
         if target is None and any(d.message.startswith("no target systemd given") for d in notes):
             fail(EXIT_INVALID, ["--root: give --systemd VERSION (the image's systemd) or target: in the manifest"], notes)
+        warnings = sorted(d for d in notes if d.severity == WARNING)
+        if strict and warnings:
+            fail(EXIT_INVALID, [f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''} with --strict; nothing changed"], warnings)
 
         desired: dict[str, bytes] = {}
         made_by: dict[str, str] = {}
@@ -119,17 +131,19 @@ def register(app: typer.Typer) -> None:
             emit_json(doc)
         else:
             for d in notes:
-                err(str(d))
+                if not quiet or d.severity != NOTE:
+                    err(str(d))
             for f in the_plan.files:
                 verb = f"would {f.action}" if dry and f.changes_anything else f.action
-                typer.echo(f"{verb:9} {shown(f.path)}")
+                if not quiet:
+                    typer.echo(f"{verb:9} {shown(f.path)}")
                 if diff and f.changes_anything:
                     typer.echo(_diff(f), nl=False)
-            for s in steps:
+            for s in steps if not quiet else ():
                 typer.echo(f"{'would run' if dry else 'ran':9} {' '.join(s.argv)}  # {s.why}")
             for line in failed:
                 err(f"jobgen: error: {line}")
-            if not the_plan.changed:
+            if not the_plan.changed and not quiet:
                 typer.echo("nothing to do")
         if failed:
             raise typer.Exit(EXIT_PARTIAL)

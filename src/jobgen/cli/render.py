@@ -64,6 +64,27 @@ def _inputs(manifests: list[Path]) -> dict[Path, bytes] | None:
         return None
 
 
+def _holder_check(chosen, output: Path, holder: str):
+    """When the units go where systemd on this host reads them and --holder does not exist
+    here: what adds a warning at each job that runs it (host.holder_warnings); else None.
+    A render for other hosts or an image is not judged by this host's files."""
+    import sys
+
+    from jobgen.compiler import layout
+    from jobgen.host import apply as host
+
+    if not layout.read_by_this_host(chosen, os.path.realpath(output)) or host.holder_present(holder, Path("/"), False):
+        return None
+    running = host.running_jobgen(sys.argv[0])
+    return lambda result: host.holder_warnings(result, holder, Path("/"), False, running)
+
+
+def _cache_problem() -> str | None:
+    from jobgen.compiler import cache
+
+    return cache.problem()
+
+
 def _cache_key(manifests: list[Path], data: dict[Path, bytes], target, options: dict[str, object]) -> str:
     from jobgen.compiler import cache, resources
 
@@ -129,7 +150,13 @@ def register(app: typer.Typer) -> None:
         dry = check or diff
         folders = layout.folders(chosen)
         on_wait = lambda: err(f"jobgen: waiting for another render of {output}")  # noqa: E731
-        data = None if no_cache else _inputs(manifests)
+        # A missing holder is a fact of this host, not of the inputs: such a render compiles.
+        more = _holder_check(chosen, output, holder)
+        data = None if no_cache or more else _inputs(manifests)
+        if data is not None and (untrusted := _cache_problem()):
+            data = None  # compile, as with --no-cache, and say why once
+            if not quiet:
+                err(f"jobgen: note: render cache not used: {untrusted}; rendering without it")
         key = None
         if data is not None:
             options = {"holder": holder, "layout": layout_name, "package": package, "prune": prune, "strict": strict}
@@ -140,7 +167,7 @@ def register(app: typer.Typer) -> None:
                 recovery = earlier
                 diagnostics, targets, warning = entry.diagnostics, entry.targets, entry.warning
             else:
-                results = build_all(manifests, target, holder, fmt, strict, data)
+                results = build_all(manifests, target, holder, fmt, strict, data, more)
                 files = _merge(manifests, results)
                 warning = layout.unread_tmpfiles(chosen, os.path.realpath(output), files)
                 try:

@@ -17,8 +17,13 @@ folder. Anything else (no entry, another key, a file edited, removed or added fo
 --prune, an interrupted render) compiles as if there were no cache.
 
 The cache is data only (JSON, checked field by field, never evaluated) and is trusted
-only if this user owns it and nobody else can write it, as ssh treats its files; any
-problem with it is a miss, never an error. It lives in $JOBGEN_CACHE_DIR, else
+only if this user owns it and nobody else can write it, as ssh treats its files. The
+folder is reached from / without following a symbolic link, and used only if it and
+every folder above it belong to this user or root and nobody else can write them (a
+root-owned sticky folder such as /tmp excepted); entries are read, written and trimmed
+through its file descriptor, so a cache folder another user controls (a HOME kept by
+`sudo -E`) can neither feed entries to root nor make root delete files elsewhere
+(``problem`` says why, for render's note). Any problem with it is a miss, never an error. It lives in $JOBGEN_CACHE_DIR, else
 $XDG_CACHE_HOME/jobgen, else ~/.cache/jobgen (the XDG base directory specification),
 under render/; `jobgen render --no-cache` neither reads nor writes it.
 """
@@ -75,12 +80,80 @@ def key(code: str, manifests: list[tuple[str, bytes]], options: dict[str, object
     return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
-def _entry_path(where: Path, output: Path) -> Path:
-    return where / (hashlib.sha256(os.fsencode(os.path.realpath(output))).hexdigest()[:32] + ".json")
+def _entry_name(output: Path) -> str:
+    return hashlib.sha256(os.fsencode(os.path.realpath(output))).hexdigest()[:32] + ".json"
 
 
 def _trusted(st: os.stat_result) -> bool:
     return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+
+
+class Untrusted(Exception):
+    """The cache folder, or a folder above it, is not safe to use (one line: why)."""
+
+
+def _safe(path: str, st: os.stat_result, last: bool) -> None:
+    """ssh's rule for its files (sshd(8) StrictModes), on every folder from / down: it
+    belongs to this user or root and nobody else can write it. A folder above the cache
+    may be root's and sticky (/tmp): others can add names there but not replace or remove
+    ours, and a name they made would be theirs and fail this same check below."""
+    if not stat.S_ISDIR(st.st_mode):
+        raise Untrusted(f"{path} is not a folder")
+    if st.st_uid not in (os.geteuid(), 0):
+        raise Untrusted(f"{path} belongs to uid {st.st_uid}, not to " + ("root" if os.geteuid() == 0 else f"uid {os.geteuid()} or root"))
+    writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
+    if writable and (last or st.st_uid != 0 or not st.st_mode & stat.S_ISVTX):
+        raise Untrusted(f"{path} can be written by others (mode {stat.S_IMODE(st.st_mode):04o})")
+
+
+_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
+
+
+def _open_folder(where: Path, create: bool) -> int:
+    """A file descriptor of the cache folder, reached from / one name at a time without
+    following a symbolic link, every folder on the way checked (_safe); what is missing is
+    made (0700) when ``create``. Everything after goes through this descriptor (openat,
+    unlinkat), so a link or a rename planted later cannot send a read or an unlink
+    elsewhere. Raises Untrusted, or OSError (FileNotFoundError: no cache yet)."""
+    parts = Path(os.path.abspath(where)).parts
+    fd = os.open("/", _DIR_FLAGS)
+    try:
+        _safe("/", os.fstat(fd), last=len(parts) == 1)
+        for i, name in enumerate(parts[1:], start=2):
+            path = os.path.join(*parts[:i])
+            try:
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            except FileNotFoundError:
+                if not create:
+                    raise
+                with contextlib.suppress(FileExistsError):
+                    os.mkdir(name, 0o700, dir_fd=fd)
+                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
+            if stat.S_ISLNK(st.st_mode):
+                raise Untrusted(f"{path} is a symbolic link (to {os.readlink(name, dir_fd=fd)})")
+            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
+            os.close(fd)
+            fd = child
+            _safe(path, os.fstat(fd), last=i == len(parts))
+        return fd
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def problem() -> str | None:
+    """Why the cache folder will not be used, or None (fine, or not there yet: a render
+    makes it). For the one note `jobgen render` prints instead of using it."""
+    where = folder()
+    if where is None:
+        return None
+    try:
+        os.close(_open_folder(where, create=False))
+    except Untrusted as exc:
+        return str(exc)
+    except OSError:
+        return None  # missing or unreadable: a miss, and store says nothing either
+    return None
 
 
 def lookup(output: Path, wanted: str) -> Entry | None:
@@ -89,22 +162,24 @@ def lookup(output: Path, wanted: str) -> Entry | None:
     if where is None:
         return None
     try:
-        if not _trusted(os.stat(where)):
-            return None
-        path = _entry_path(where, output)
-        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        dir_fd = _open_folder(where, create=False)
+    except (OSError, Untrusted):
+        return None
+    try:
+        fd = os.open(_entry_name(output), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
         with os.fdopen(fd, "rb") as fh:
             if not _trusted(os.fstat(fh.fileno())):
                 return None
-            doc = json.loads(fh.read())
-        entry = _parse(doc)
+            entry = _parse(json.loads(fh.read()))
+            if entry is None or entry.key != wanted:
+                return None
+            with contextlib.suppress(OSError):
+                os.utime(fh.fileno())  # most recently used: kept by the trimming in store
+        return entry
     except (OSError, ValueError, TypeError, KeyError):
         return None
-    if entry is None or entry.key != wanted:
-        return None
-    with contextlib.suppress(OSError):
-        os.utime(path)  # most recently used: kept by the trimming in store
-    return entry
+    finally:
+        os.close(dir_fd)
 
 
 def _parse(doc: object) -> Entry | None:
@@ -145,24 +220,29 @@ def store(output: Path, entry: Entry) -> None:
         "targets": list(entry.targets),
         "warning": entry.warning,
     }
-    tmp = where / f".tmp.{secrets.token_hex(6)}"
     try:
-        where.mkdir(mode=0o700, parents=True, exist_ok=True)
-        if not _trusted(os.stat(where)):
-            return
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        dir_fd = _open_folder(where, create=True)
+    except (OSError, Untrusted):
+        return
+    tmp = f".tmp.{secrets.token_hex(6)}"
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as fh:
             fh.write(json.dumps(doc, sort_keys=True).encode())
-        os.replace(tmp, _entry_path(where, output))
-        _trim(where)
+        os.replace(tmp, _entry_name(output), src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        _trim(dir_fd)
     except OSError:
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=dir_fd)
+    finally:
+        os.close(dir_fd)
 
 
-def _trim(where: Path) -> None:
-    with os.scandir(where) as it:
-        entries = [(e.stat(follow_symlinks=False).st_mtime_ns, e.path) for e in it if e.name.endswith(".json")]
-    for _, path in sorted(entries, reverse=True)[KEEP:]:
+def _trim(dir_fd: int) -> None:
+    """Remove all but the KEEP most recently used entries: only regular files named like
+    an entry, and only in the folder ``dir_fd`` is (unlinkat: never through a link)."""
+    with os.scandir(dir_fd) as it:
+        entries = [(e.stat(follow_symlinks=False).st_mtime_ns, e.name) for e in it if e.name.endswith(".json") and e.is_file(follow_symlinks=False)]
+    for _, name in sorted(entries, reverse=True)[KEEP:]:
         with contextlib.suppress(OSError):
-            os.unlink(path)
+            os.unlink(name, dir_fd=dir_fd)

@@ -185,6 +185,13 @@ def unread_tmpfiles(layout: Layout, output: str, generated: dict[str, bytes]) ->
     )
 
 
+def read_by_this_host(layout: Layout, output: str) -> bool:
+    """Whether systemd on this host loads the units a render puts into ``output`` (its
+    real path): the flat layout into a unit folder, a root-tree layout into /."""
+    real = output.rstrip("/") or "/"
+    return real in UNIT_FOLDERS if layout.name == "flat" else layout.name in ("etc", "usr") and real == "/"
+
+
 def folders(layout: Layout) -> tuple[str, ...]:
     """The folders a layout writes into (what --prune may look at, nothing else)."""
     return tuple(sorted({layout.units, layout.tmpfiles}))

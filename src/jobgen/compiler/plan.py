@@ -165,6 +165,9 @@ class Plan:
     runs: dict[str, RunSpec] = field(compare=False)
     # overlap: queue jobs -> the store arguments of `jobgen enqueue|drain|queue` (runtime/queue/command.py)
     queues: dict[str, tuple[str, ...]] = field(compare=False, default_factory=dict)
+    # Jobs whose units exec the holder (`jobgen lock|enqueue|drain`), at the key that made
+    # them: the CLI warns when that executable is missing (status=203/EXEC otherwise).
+    holder_jobs: tuple[tuple[str, Pos], ...] = field(compare=False, default=())
 
 
 # --------------------------------------------------------------------------- hardening
@@ -727,4 +730,10 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
     notes = sorted(ctx.notes())
     if assumed:
         notes.insert(0, Diagnostic(ctx.pos, NOTE, f"no target systemd given (target: {{systemd: ...}} or --systemd); assuming {DEFAULT_TARGET}"))
-    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs, queues)
+    holder_jobs = tuple((j.name, j.where("overlap") if j.policy.queues else j.where("lock")) for j in manifest.jobs if _execs_holder(j))
+    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs, queues, holder_jobs)
+
+
+def _execs_holder(job: Job) -> bool:
+    # _queue_files: enqueue and drain are the holder's; _lock_argv: a "holder" lock wrapper.
+    return job.policy.queues or (job.lock is not None and job.lock.kind.wrapper == "holder")

@@ -110,13 +110,20 @@ def _real_inside(outdir: Path, folder: Path) -> bool:
     return real == root or real.startswith(root.rstrip("/") + "/")
 
 
-def _check_folder(outdir: Path, sub: str) -> None:
-    folder = outdir / sub
-    if not os.path.lexists(folder):
-        return
-    if not _real_inside(outdir, folder):
-        raise OutputError(folder, f"it leads out of the output folder (to {os.path.realpath(folder)}); jobgen neither reads nor writes through it")
-    if not folder.is_dir():
+def check_folder(outdir: Path, sub: str, what: str = "output folder") -> None:
+    """Refuse ``outdir/sub`` when a link on the way (a folder in it, or the folder itself)
+    leads out of ``outdir``, naming the first such link; a folder not made yet counts
+    (it would be made through the link). Links are resolved as this host sees them, so
+    an absolute link is refused even where it would point inside ``outdir`` seen as a
+    root: jobgen never writes outside. `jobgen apply --root` checks with this too."""
+    folder = outdir
+    for part in Path(sub).parts:
+        folder = folder / part
+        if not os.path.lexists(folder):
+            return
+        if not _real_inside(outdir, folder):
+            raise OutputError(folder, f"it leads out of the {what} (to {os.path.realpath(folder)}); jobgen neither reads nor writes through it")
+    if os.path.lexists(folder) and not folder.is_dir():
         raise OutputError(folder, os.strerror(errno.ENOTDIR))
 
 
@@ -161,7 +168,7 @@ def compare(outdir: Path, files: dict[str, bytes], prune_for: set[str] | None = 
 
 def _check_folders(outdir: Path, rels, prune_for: set[str] | None, folders: tuple[str, ...]) -> None:
     for sub in sorted({str(Path(rel).parent) if "/" in rel else "" for rel in rels} | set(folders if prune_for else ())):
-        _check_folder(outdir, sub)
+        check_folder(outdir, sub)
 
 
 def unchanged(outdir: Path, digests: dict[str, tuple[int, str]], prune_for: set[str] | None = None, folders: tuple[str, ...] = FLAT_FOLDERS) -> list[Change] | None:

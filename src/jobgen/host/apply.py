@@ -30,6 +30,7 @@ Rules the plan keeps (README: Deploying):
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import shutil
 import stat
@@ -41,10 +42,13 @@ from pathlib import Path
 from jobgen.compiler import layout as layouts
 from jobgen.compiler import write
 from jobgen.compiler import header
+from jobgen.compiler.diagnostics import WARNING, Diagnostic
 
 UNIT_SUFFIXES = (".service", ".timer", ".target", ".path")  # .path: the watch of an overlap: queue job
 RUNNING = frozenset({"active", "activating", "deactivating", "reloading", "refreshing"})
 ENABLED = frozenset({"enabled", "enabled-runtime"})
+ENABLE_DIR = "etc/systemd/system"  # where `systemctl [--root] enable` makes its links, whatever the layout
+INSTALL_LINKS = {"WantedBy": ".wants", "RequiredBy": ".requires", "UpheldBy": ".upholds"}  # systemd.unit(5) [Install]
 POLL_SECONDS = 0.5  # how often a removed job's run in progress is asked whether it ended
 
 CREATE, UPDATE, IDENTICAL, REMOVE = write.CREATE, write.UPDATE, write.IDENTICAL, write.REMOVE
@@ -144,7 +148,9 @@ def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) 
     given manifest wrote (candidates for removal). Returns (path -> bytes, refusals)."""
     manifests = set(made_by.values())
     existing: dict[str, bytes] = {}
-    refused: list[str] = []
+    refused = outside(where, desired)
+    if refused:
+        return existing, refused  # nothing is read through a link that leaves the root
     for rel in sorted(desired):
         data, why = _read(where.root / rel)
         if why:
@@ -170,6 +176,37 @@ def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) 
             if data is not None and header.owner(data, manifests):
                 existing[rel] = data
     return existing, refused
+
+
+def _wants_folders(desired: dict[str, bytes]) -> set[str]:
+    """The folders `systemctl enable` links into: ENABLE_DIR/TARGET.wants|.requires|.upholds
+    for each WantedBy=, RequiredBy=, UpheldBy= of a unit's [Install] (systemd.unit(5))."""
+    found = set()
+    for rel, data in desired.items():
+        if not _unit(rel) or not _has_install(data):
+            continue
+        for line in data.decode("utf-8", "replace").partition("\n[Install]\n")[2].splitlines():
+            key, _, value = line.partition("=")
+            if key.strip() in INSTALL_LINKS:
+                found |= {f"{ENABLE_DIR}/{target}{INSTALL_LINKS[key.strip()]}" for target in value.split()}
+    return found
+
+
+def outside(where: Where, desired: dict[str, bytes]) -> list[str]:
+    """Every folder apply writes into or enables into, beneath the root: one refusal per
+    folder that a symbolic link leads out of it. The same check as render's output folder
+    (write.check_folder): links are resolved as this host sees them, so an absolute link in
+    an image (/etc/systemd -> /srv/x) leaves the root even though the booted image would
+    read it inside; refusing it is the safe reading. A link that stays inside is followed."""
+    folders = set(layouts.folders(where.layout)) | {rel.rpartition("/")[0] for rel in desired} | {ENABLE_DIR} | _wants_folders(desired)
+    refused = []
+    for sub in sorted(folders):
+        try:
+            write.check_folder(where.root, sub, what="root")
+        except write.OutputError as exc:
+            if str(exc) not in refused:  # etc/systemd leads out: once, not per folder in it
+                refused.append(str(exc))
+    return refused
 
 
 # --------------------------------------------------------------------------- planning
@@ -266,6 +303,58 @@ def _converge(where: Where, unit: str, kind: str, state: UnitState, *, is_new: b
 
 
 # --------------------------------------------------------------------------- the host
+
+
+def root_problem(root: Path) -> str | None:
+    """Why ``--root`` cannot be installed into, or None."""
+    try:
+        st = os.stat(root)
+    except FileNotFoundError:
+        return "does not exist (give the image's root folder; apply does not make it)"
+    except PermissionError:
+        return "not readable (permission denied)"
+    except OSError as exc:
+        return f"cannot be read ({exc.strerror})"
+    if not stat.S_ISDIR(st.st_mode):
+        return "not a folder"
+    if not os.access(root, os.R_OK | os.X_OK):
+        return "not readable (permission denied)"
+    return None
+
+
+def running_jobgen(argv0: str) -> str | None:
+    """The jobgen that is running, as the absolute path a unit can exec, found as the
+    generator finds it (generator.sibling_holder: `jobgen` beside this program's real
+    path, so /usr/local/bin/jobgen -> /opt/jobgen/bin/jobgen gives the latter), or None
+    (python -m jobgen). `apply` on this host uses it when --holder is not given."""
+    from jobgen.host.generator import sibling_holder
+
+    return sibling_holder(argv0)
+
+
+def holder_present(holder: str, root: Path, image: bool) -> bool:
+    if not os.path.isabs(holder):
+        return True  # not judged: systemd's own search (systemd.service(5) "Command lines")
+    if image:
+        # A link is taken as it is: where it points is the booted image's to resolve.
+        return os.path.lexists(os.path.join(root, holder.lstrip("/")))
+    return os.path.isfile(holder) and os.access(holder, os.X_OK)
+
+
+def holder_warnings(result, holder: str, root: Path, image: bool, running: str | None):
+    """``result`` (pipeline.Result) with a warning at each job whose units exec ``holder``
+    when that file is not in ``root``: such a unit fails with status=203/EXEC
+    ("Failed to locate executable"), the job never runs, and nothing else would say so."""
+    if not result.plan.holder_jobs or holder_present(holder, root, image):
+        return result
+    where = f"in {root}" if image else "on this host"
+    hint = f" (the jobgen running now is {running})" if running and running != holder and not image else ""
+    found = [
+        Diagnostic(pos, WARNING, f"job '{name}': its units run {holder} (--holder), which does not exist {where}: they would fail to start "
+                   f"(status=203/EXEC); give --holder the path of jobgen there{hint}")
+        for name, pos in result.plan.holder_jobs
+    ]
+    return dataclasses.replace(result, diagnostics=tuple(sorted(set(result.diagnostics) | set(found))))
 
 
 def host_problem(where: Where, check: bool) -> str | None:
