@@ -56,6 +56,22 @@ class Invalid(Exception):
         self.pos = pos
 
 
+class InvalidEntries(Invalid):
+    """Every problem in a mapping under a key (``lock:``, ``queue:``), each message naming
+    its own sub-key ('lock.path'): a misspelt key does not hide the others' problems."""
+
+    def __init__(self, problems: list[tuple[Pos, str]]):
+        super().__init__(problems[0][1], problems[0][0])
+        self.problems = problems
+
+
+def _key_problems(key: str, exc: Invalid, node: Node) -> list[tuple[Pos, str]]:
+    """(place, message) for each problem in the value of ``key``, the message naming the key."""
+    if isinstance(exc, InvalidEntries):
+        return exc.problems
+    return [(exc.pos or node.pos, f"'{key}': {exc.message}")]
+
+
 # --------------------------------------------------------------------------- converters
 # Each takes a node and returns a value or raises Invalid. They know nothing of jobs.
 
@@ -467,17 +483,24 @@ _LOCK_FIELDS = {"ttl": "ttl_usec"}  # manifest key -> LockSpec field where they 
 
 
 def _sub_keys(node: Map, prefix: str, table: dict[str, Callable[[Node], Any]], fields: dict[str, str] | None = None) -> dict[str, Any]:
-    """A mapping under a key (`lock:`, `queue:`): each sub-key through its converter, the
-    first problem named `prefix.key`. -> field name -> value."""
+    """A mapping under a key (`lock:`, `queue:`): each sub-key through its converter, every
+    problem named `prefix.key` (InvalidEntries). -> field name -> value."""
     values: dict[str, Any] = {}
+    problems: list[tuple[Pos, str]] = []
     for key, value in node.items:
         conv = table.get(key.value)
         if conv is None:
-            raise Invalid(f"unknown key '{prefix}.{key.value}'{_hint(key.value, table)}", key.pos)
+            # Both the likely spelling and the whole list: a sub-mapping has few keys.
+            close = _closest(key.value, table)
+            meant = f"; did you mean '{prefix}.{close}'?" if close else ""
+            problems.append((key.pos, f"unknown key '{prefix}.{key.value}'{meant} (allowed: {', '.join(table)})"))
+            continue
         try:
             values[(fields or {}).get(key.value, key.value)] = conv(value)
         except Invalid as exc:
-            raise Invalid(f"'{prefix}.{key.value}': {exc.message}", exc.pos or value.pos) from None
+            problems.append((exc.pos or value.pos, f"'{prefix}.{key.value}': {exc.message}"))
+    if problems:
+        raise InvalidEntries(problems)
     return values
 
 
@@ -689,7 +712,8 @@ def _convert_keys(
         except Invalid as exc:
             seen.failed.add(key.value)
             if not inherited:
-                problems.error(exc.pos or node.pos, f"{what}: '{key.value}': {exc.message}")
+                for at, message in _key_problems(key.value, exc, node):
+                    problems.error(at, f"{what}: {message}")
     return values, seen
 
 
@@ -708,7 +732,8 @@ def _check_defaults(defaults: Map, p: _Problems) -> None:
         try:
             spec.convert(node)
         except Invalid as exc:
-            p.error(exc.pos or node.pos, f"defaults: '{key.value}': {exc.message}")
+            for at, message in _key_problems(key.value, exc, node):
+                p.error(at, f"defaults: {message}")
 
 
 def _required(what: str, required: dict[str, str], seen: _Seen, pos: Pos, p: _Problems) -> None:
