@@ -1045,9 +1045,15 @@ def _section(root: Map, key: str, p: _Problems) -> Map | None:
 
 def _units(kind: str, section: Map | None, defaults: Map | None, table, rules, p: _Problems, taken: dict[str, tuple[str, Pos]]):
     out = []
+    above: str | None = None  # the last entry that is a job or worker (a mapping)
     for key, body in section.items if section else ():
         what = f"{kind} '{key.value}'"
         errors_before = p.error_count()
+        if not isinstance(body, Map) and key.value in JOB_KEYS | WORKER_KEYS:
+            p.error(key.pos, _outdented(kind, key.value, key.value in table, above))
+            continue
+        if isinstance(body, Map):
+            above = key.value
         if problem := names.job_name_problem(key.value):
             p.error(key.pos, f"{what}: {problem}")
         elif key.value in taken:
@@ -1069,6 +1075,18 @@ def _units(kind: str, section: Map | None, defaults: Map | None, table, rules, p
         if p.error_count() == errors_before and not seen.failed:
             out.append(unit)
     return tuple(sorted(out, key=lambda u: u.name))
+
+
+def _outdented(kind: str, key: str, own: bool, above: str | None) -> str:
+    """A key of a job written at the level of job names (`user: x` under `jobs:`): a
+    job's body is a mapping, so a name with a plain value that is also a key is most
+    likely a line that lost its indentation. ``own``: a key of this kind (not the other)."""
+    owner = kind if own else ("worker" if kind == "job" else "job")
+    where = f"under {kind} '{above}'" if above else f"under the {kind} it belongs to"
+    return (
+        f"{kind}s: '{key}' is a {owner} key, written at the level of {kind} names; "
+        f"indent it {where}, level with that {kind}'s other keys"
+    )
 
 
 def validate(tree: Node, path: str, target_override: Target | None = None) -> tuple[Manifest, list[Diagnostic]]:
