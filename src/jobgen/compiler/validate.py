@@ -1117,6 +1117,10 @@ def _validate(tree: Node, path: str, target_override: Target | None, p: _Problem
     elif not isinstance(version, Scalar) or version.value != MANIFEST_VERSION:
         p.error(version.pos, f"'jobgen' must be {MANIFEST_VERSION} (the manifest format this jobgen reads), got {_kind(version)}")
     target, target_pos = _target(tree, p)
+    # No target: what is said about it (plan's "no target systemd given" note) is placed at
+    # the top-level mapping, where 'target:' belongs: its first key (line 1 after any
+    # leading comments), not at some job.
+    target_pos = target_pos or tree.pos
     defaults = _section(tree, "defaults", p)
     if defaults:
         _check_defaults(defaults, p)
@@ -1144,7 +1148,7 @@ def _target(tree: Map, p: _Problems) -> tuple[Target | None, Pos | None]:
             p.error(key.pos, f"target: unknown key '{key.value}'{_hint(key.value, ('systemd',))}")
     node = section.get("systemd")
     if node is None:
-        return None, None
+        return None, section.pos
     try:
         target = parse_target(_scalar(node, "a systemd version such as 252 or '>=252'"))
     except (Invalid, ValueError) as exc:
