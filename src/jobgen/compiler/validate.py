@@ -15,7 +15,6 @@ import difflib
 import json
 import posixpath
 import re
-import shlex
 import signal as _signal
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,7 +23,7 @@ from pathlib import PurePath
 from typing import Any, Callable
 from zoneinfo import available_timezones
 
-from jobgen.compiler import cron, limits, names, timespec
+from jobgen.compiler import cron, limits, names, shellwords, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.escape import CONTROL, SURROGATE
 from jobgen.compiler.load import Map, Node, Scalar, Seq
@@ -219,7 +218,8 @@ positive_int = whole_number(limits.UINT_MAX, "the largest number systemd reads h
 
 
 def argv(node: Node) -> tuple[str, ...]:
-    """A list of strings, or one string split by POSIX shell rules (no shell runs it)."""
+    """A list of strings, or one string split by POSIX shell rules that holds no shell syntax
+    (shellwords.py: no shell runs it)."""
     if isinstance(node, Seq):
         words = []
         for item in node.items:
@@ -237,15 +237,12 @@ def argv(node: Node) -> tuple[str, ...]:
     else:
         text = _scalar(node, "a command (a list of arguments or a string)")
         try:
-            words = shlex.split(text, posix=True)
+            reading = shellwords.read(text)
         except ValueError as exc:
             raise Invalid(f"cannot split command: {exc}") from None
-        if operator := _shell_operator(text):
-            # Split, not run by a shell: '>' or '|' would reach the program as an argument.
-            raise Invalid(
-                f"'{operator}' is shell syntax, but a string command is split into arguments and no shell runs it; "
-                f"to use the shell write: command: [/bin/sh, -c, {json.dumps(text.strip(), ensure_ascii=False)}]"
-            )
+        if reading.syntax:
+            raise Invalid(_shell_syntax(text, reading))
+        words = list(reading.words)
     if not words:
         raise Invalid("the command is empty")
     _command_size(words)
@@ -259,19 +256,17 @@ def argv(node: Node) -> tuple[str, ...]:
     return tuple(words)
 
 
-def _shell_operator(text: str) -> str | None:
-    """The first unquoted shell operator (| || && ; > >> < 2>&1 & ...) in a command string."""
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:
-        return None
-    for token in tokens:
-        if token and all(c in "();<>|&" for c in token):
-            # shlex splits '2>&1' into '2', '>&', '1': show the operator as written.
-            return "2>&1" if token == ">&" and "2>&1" in text else token
-    return None
+def _shell_syntax(text: str, reading: shellwords.Reading) -> str:
+    """A string command with shell syntax in it means two things; say both ways to write
+    each (shellwords.py: no shell runs it, and systemd performs none of it)."""
+    pieces = [f"'{piece.text}' ({piece.what})" for piece in reading.syntax]
+    named = pieces[0] if len(pieces) == 1 else ", ".join(pieces[:-1]) + " and " + pieces[-1]
+    return (
+        f"{named} {'is' if len(pieces) == 1 else 'are'} shell syntax, but a string command is only split into words: "
+        'no shell runs it, and the words reach the program as written (systemd.service(5) "Command lines"); '
+        f"for the shell write: command: [/bin/sh, -c, {json.dumps(text.strip(), ensure_ascii=False)}]; "
+        f"for the words as written, a list: command: {json.dumps(list(reading.words), ensure_ascii=False)}"
+    )
 
 
 def _command_size(words: list[str]) -> None:
