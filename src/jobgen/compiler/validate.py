@@ -545,7 +545,16 @@ def queue_settings(node: Node) -> Queue:
     return Queue(**_sub_keys(node, "queue", _QUEUE_KEYS))
 
 
-# A new simple key is one row here, one field in model.py and one line in the README.
+# A new simple key (one directive, written as it is) takes, each enforced by a test:
+# - a row here (a worker-only key in WORKER_KEYS, a job-only one in JOB_KEYS) and its field
+#   in model.py; a new converter also needs its JSON Schema in tools/schema.py CONVERTERS
+#   (tests/test_schema.py) and a bad-value case in tests/errors/;
+# - its directive's row in directive_table.py (the release that added it: plan.py gates on
+#   it) and in specifier_table.py (whether it expands '%': escape.py; tests/test_directive_table.py);
+# - a job or worker using it in tests/cases/more-keys.yaml (or an example), and the goldens
+#   rendered again: JOBGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
+#   (every directive plan.EMITTED lists must appear in a golden file), the diff reviewed;
+# - its line in README.md ("Keys of jobs and workers", "Job keys" or "Worker keys").
 COMMON_KEYS: dict[str, Key] = {
     "description": Key("description", text_line),
     "command": Key("command", argv),
