@@ -549,8 +549,10 @@ def queue_settings(node: Node) -> Queue:
 # - a row here (a worker-only key in WORKER_KEYS, a job-only one in JOB_KEYS) and its field
 #   in model.py; a new converter also needs its JSON Schema in tools/schema.py CONVERTERS
 #   (tests/test_schema.py) and a bad-value case in tests/errors/;
-# - its directive's row in directive_table.py (the release that added it: plan.py gates on
-#   it) and in specifier_table.py (whether it expands '%': escape.py; tests/test_directive_table.py);
+# - its directive in directive_table.py (generated from systemd's sources by
+#   tools/gen_directives.py, so normally there already: plan.py gates on the release that
+#   added it) and a row in specifier_table.py (whether it expands '%', which escape.py
+#   follows; tests/test_directive_table.py);
 # - a job or worker using it in tests/cases/more-keys.yaml (or an example), and the goldens
 #   rendered again: JOBGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
 #   (every directive plan.EMITTED lists must appear in a golden file), the diff reviewed;
