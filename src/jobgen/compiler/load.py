@@ -145,7 +145,7 @@ def _tab_problem(text: str, index: int) -> str | None:
     if text[line_start:index].strip(" \t") == "":
         return "invalid YAML: a tab indents this line, and YAML allows only spaces for indentation; indent with spaces"
     # PyYAML's own parser (without libyaml) also refuses a tab after 'key:'.
-    return "invalid YAML: a tab here separates nothing this YAML reader accepts; use a space"
+    return "invalid YAML: this YAML reader (PyYAML without libyaml) does not accept a tab here; use a space"
 
 
 def _syntax_error(exc: yaml.MarkedYAMLError, file: str, text: str) -> Diagnostic:
