@@ -32,7 +32,7 @@ def test_no_target_is_stated_not_silently_newest(tmp_path: Path) -> None:
     m = write(tmp_path / "m.yaml", "jobgen: 1\njobs:\n  j:\n    command: [/bin/true]\n    schedule: daily\n")
     r = jobgen("render", str(m), "-o", str(tmp_path / "out"))
     assert r.returncode == 0
-    assert f"{m}:3:3: note: no target systemd given (target: {{systemd: ...}} or --systemd); assuming >=252" in r.stderr
+    assert f"{m}:1:1: note: no target systemd given (target: {{systemd: ...}} or --systemd); assuming >=252" in r.stderr
     assert "Target: systemd >=252 (252 ... newest)." in (tmp_path / "out" / "j.service").read_text()
 
 

@@ -163,6 +163,9 @@ def test_every_behaviour_the_brief_names_has_a_case() -> None:
         # hostile input (the large ones are generated in tests/test_limits.py)
         "nesting-too-deep", "instances-superscript", "instances-too-many", "number-too-large", "yaml-alias-bomb",
         "names-too-long-for-systemd",
+        # messages that name the real mistake
+        "lock-typo-and-more", "queue-bad-settings", "yaml-tab-indent", "job-keys-outdented", "note-no-target",
+        "shell-syntax-expansions",
     ):
         assert needed in names
 

@@ -201,3 +201,24 @@ def test_libyaml_and_pythons_parser_give_the_same_tree_and_problems() -> None:
     # passes a "\ud83d" escape on as a lone surrogate, which validate then refuses.
     assert all(": error: invalid YAML: " in a for a, _ in differ), differ[:3]
     assert len(differ) <= 2, differ
+
+
+# --------------------------------------------------------------------------- tabs
+
+_TAB = "invalid YAML: a tab indents this line, and YAML allows only spaces for indentation; indent with spaces"
+
+
+@pytest.mark.parametrize(
+    ("text", "line", "col"),
+    [
+        ("jobgen: 1\njobs:\n\tbackup: {}\n", 3, 1),  # a tab alone
+        ("jobgen: 1\njobs:\n  backup:\n  \tcommand: x\n", 4, 3),  # spaces, then a tab: placed at the tab
+        ("jobgen: 1\njobs:\n  backup:\n    command:\n\t- /bin/true\n", 5, 1),  # a list item
+    ],
+)
+def test_a_tab_in_indentation_is_named_at_the_tab(text: str, line: int, col: int) -> None:
+    from jobgen.compiler.diagnostics import ManifestError
+
+    with pytest.raises(ManifestError) as caught:
+        load.load_text(text, "m.yaml")
+    assert [str(d) for d in caught.value.diagnostics] == [f"m.yaml:{line}:{col}: error: {_TAB}"]

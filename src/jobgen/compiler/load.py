@@ -87,7 +87,7 @@ def load_text(text: str, file: str) -> Node:
     except _Limit as exc:
         raise ManifestError([exc.diagnostic]) from None
     except yaml.MarkedYAMLError as exc:
-        raise ManifestError([_syntax_error(exc, file)]) from None
+        raise ManifestError([_syntax_error(exc, file, text)]) from None
     except yaml.reader.ReaderError as exc:  # a character YAML does not allow in a file
         raise ManifestError([_bad_character(text, exc.position, file)]) from None
     except UnicodeEncodeError as exc:  # a lone surrogate in text given as str (a file cannot hold one)
@@ -129,12 +129,33 @@ def _too_large(file: str) -> Diagnostic:
     )
 
 
-def _syntax_error(exc: yaml.MarkedYAMLError, file: str) -> Diagnostic:
+# What the scanner says when a tab stands where a token would start: libyaml's words, then
+# PyYAML's own parser's.
+_CANNOT_START = ("found character that cannot start any token", "found character '\\t' that cannot start any token")
+
+
+def _tab_problem(text: str, index: int) -> str | None:
+    """Why a tab at ``index`` is refused, said as YAML's rule, or None if it is no tab.
+
+    YAML 1.1 and 1.2 both: indentation is spaces only ("tabs must not be used in
+    indentation"); a scanner meeting one there can only say no token starts with it."""
+    if not 0 <= index < len(text) or text[index] != "\t":
+        return None
+    line_start = text.rfind("\n", 0, index) + 1
+    if text[line_start:index].strip(" \t") == "":
+        return "invalid YAML: a tab indents this line, and YAML allows only spaces for indentation; indent with spaces"
+    # PyYAML's own parser (without libyaml) also refuses a tab after 'key:'.
+    return "invalid YAML: this YAML reader (PyYAML without libyaml) does not accept a tab here; use a space"
+
+
+def _syntax_error(exc: yaml.MarkedYAMLError, file: str, text: str) -> Diagnostic:
     mark = exc.problem_mark or exc.context_mark
     pos = _pos(file, mark) if mark else Pos(file, 1, 1)
     problem = exc.problem or exc.context or "invalid YAML"
     if problem in _LIBYAML_PROBLEMS:
         return Diagnostic(pos, ERROR, _LIBYAML_PROBLEMS[problem])
+    if problem in _CANNOT_START and mark is exc.problem_mark and (tab := _tab_problem(text, mark.index)):
+        return Diagnostic(pos, ERROR, tab)
     # PyYAML notices a problem where the text stops making sense, often a line after the
     # mistake; its context ("while parsing a flow sequence") says where that construct began.
     if exc.context and exc.problem and exc.context_mark and exc.context_mark.line != mark.line:

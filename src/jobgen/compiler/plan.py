@@ -729,7 +729,7 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
         raise ManifestError(ctx.diags + ctx.notes())
     notes = sorted(ctx.notes())
     if assumed:
-        notes.insert(0, Diagnostic(ctx.pos, NOTE, f"no target systemd given (target: {{systemd: ...}} or --systemd); assuming {DEFAULT_TARGET}"))
+        notes.insert(0, Diagnostic(manifest.target_pos or Pos(manifest.path, 1, 1), NOTE, f"no target systemd given (target: {{systemd: ...}} or --systemd); assuming {DEFAULT_TARGET}"))
     holder_jobs = tuple((j.name, j.where("overlap") if j.policy.queues else j.where("lock")) for j in manifest.jobs if _execs_holder(j))
     return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs, queues, holder_jobs)
 

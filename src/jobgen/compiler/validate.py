@@ -15,7 +15,6 @@ import difflib
 import json
 import posixpath
 import re
-import shlex
 import signal as _signal
 from dataclasses import dataclass
 from functools import lru_cache
@@ -24,7 +23,7 @@ from pathlib import PurePath
 from typing import Any, Callable
 from zoneinfo import available_timezones
 
-from jobgen.compiler import cron, limits, names, timespec
+from jobgen.compiler import cron, limits, names, shellwords, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.escape import CONTROL, SURROGATE
 from jobgen.compiler.load import Map, Node, Scalar, Seq
@@ -54,6 +53,22 @@ class Invalid(Exception):
         super().__init__(message)
         self.message = message
         self.pos = pos
+
+
+class InvalidEntries(Invalid):
+    """Every problem in a mapping under a key (``lock:``, ``queue:``), each message naming
+    its own sub-key ('lock.path'): a misspelt key does not hide the others' problems."""
+
+    def __init__(self, problems: list[tuple[Pos, str]]):
+        super().__init__(problems[0][1], problems[0][0])
+        self.problems = problems
+
+
+def _key_problems(key: str, exc: Invalid, node: Node) -> list[tuple[Pos, str]]:
+    """(place, message) for each problem in the value of ``key``, the message naming the key."""
+    if isinstance(exc, InvalidEntries):
+        return exc.problems
+    return [(exc.pos or node.pos, f"'{key}': {exc.message}")]
 
 
 # --------------------------------------------------------------------------- converters
@@ -203,7 +218,8 @@ positive_int = whole_number(limits.UINT_MAX, "the largest number systemd reads h
 
 
 def argv(node: Node) -> tuple[str, ...]:
-    """A list of strings, or one string split by POSIX shell rules (no shell runs it)."""
+    """A list of strings, or one string split by POSIX shell rules that holds no shell syntax
+    (shellwords.py: no shell runs it)."""
     if isinstance(node, Seq):
         words = []
         for item in node.items:
@@ -221,15 +237,12 @@ def argv(node: Node) -> tuple[str, ...]:
     else:
         text = _scalar(node, "a command (a list of arguments or a string)")
         try:
-            words = shlex.split(text, posix=True)
+            reading = shellwords.read(text)
         except ValueError as exc:
             raise Invalid(f"cannot split command: {exc}") from None
-        if operator := _shell_operator(text):
-            # Split, not run by a shell: '>' or '|' would reach the program as an argument.
-            raise Invalid(
-                f"'{operator}' is shell syntax, but a string command is split into arguments and no shell runs it; "
-                f"to use the shell write: command: [/bin/sh, -c, {json.dumps(text.strip(), ensure_ascii=False)}]"
-            )
+        if reading.syntax:
+            raise Invalid(_shell_syntax(text, reading))
+        words = list(reading.words)
     if not words:
         raise Invalid("the command is empty")
     _command_size(words)
@@ -243,19 +256,17 @@ def argv(node: Node) -> tuple[str, ...]:
     return tuple(words)
 
 
-def _shell_operator(text: str) -> str | None:
-    """The first unquoted shell operator (| || && ; > >> < 2>&1 & ...) in a command string."""
-    lexer = shlex.shlex(text, posix=True, punctuation_chars=True)
-    lexer.whitespace_split = True
-    try:
-        tokens = list(lexer)
-    except ValueError:
-        return None
-    for token in tokens:
-        if token and all(c in "();<>|&" for c in token):
-            # shlex splits '2>&1' into '2', '>&', '1': show the operator as written.
-            return "2>&1" if token == ">&" and "2>&1" in text else token
-    return None
+def _shell_syntax(text: str, reading: shellwords.Reading) -> str:
+    """A string command with shell syntax in it means two things; say both ways to write
+    each (shellwords.py: no shell runs it, and systemd performs none of it)."""
+    pieces = [f"'{piece.text}' ({piece.what})" for piece in reading.syntax]
+    named = pieces[0] if len(pieces) == 1 else ", ".join(pieces[:-1]) + " and " + pieces[-1]
+    return (
+        f"{named} {'is' if len(pieces) == 1 else 'are'} shell syntax, but a string command is only split into words: "
+        'no shell runs it, and the words reach the program as written (systemd.service(5) "Command lines"); '
+        f"for the shell write: command: [/bin/sh, -c, {json.dumps(text.strip(), ensure_ascii=False)}]; "
+        f"for the words as written, a list: command: {json.dumps(list(reading.words), ensure_ascii=False)}"
+    )
 
 
 def _command_size(words: list[str]) -> None:
@@ -467,17 +478,24 @@ _LOCK_FIELDS = {"ttl": "ttl_usec"}  # manifest key -> LockSpec field where they 
 
 
 def _sub_keys(node: Map, prefix: str, table: dict[str, Callable[[Node], Any]], fields: dict[str, str] | None = None) -> dict[str, Any]:
-    """A mapping under a key (`lock:`, `queue:`): each sub-key through its converter, the
-    first problem named `prefix.key`. -> field name -> value."""
+    """A mapping under a key (`lock:`, `queue:`): each sub-key through its converter, every
+    problem named `prefix.key` (InvalidEntries). -> field name -> value."""
     values: dict[str, Any] = {}
+    problems: list[tuple[Pos, str]] = []
     for key, value in node.items:
         conv = table.get(key.value)
         if conv is None:
-            raise Invalid(f"unknown key '{prefix}.{key.value}'{_hint(key.value, table)}", key.pos)
+            # Both the likely spelling and the whole list: a sub-mapping has few keys.
+            close = _closest(key.value, table)
+            meant = f"; did you mean '{prefix}.{close}'?" if close else ""
+            problems.append((key.pos, f"unknown key '{prefix}.{key.value}'{meant} (allowed: {', '.join(table)})"))
+            continue
         try:
             values[(fields or {}).get(key.value, key.value)] = conv(value)
         except Invalid as exc:
-            raise Invalid(f"'{prefix}.{key.value}': {exc.message}", exc.pos or value.pos) from None
+            problems.append((exc.pos or value.pos, f"'{prefix}.{key.value}': {exc.message}"))
+    if problems:
+        raise InvalidEntries(problems)
     return values
 
 
@@ -527,7 +545,18 @@ def queue_settings(node: Node) -> Queue:
     return Queue(**_sub_keys(node, "queue", _QUEUE_KEYS))
 
 
-# A new simple key is one row here, one field in model.py and one line in the README.
+# A new simple key (one directive, written as it is) takes, each enforced by a test:
+# - a row here (a worker-only key in WORKER_KEYS, a job-only one in JOB_KEYS) and its field
+#   in model.py; a new converter also needs its JSON Schema in tools/schema.py CONVERTERS
+#   (tests/test_schema.py) and a bad-value case in tests/errors/;
+# - its directive in directive_table.py (generated from systemd's sources by
+#   tools/gen_directives.py, so normally there already: plan.py gates on the release that
+#   added it) and a row in specifier_table.py (whether it expands '%', which escape.py
+#   follows; tests/test_directive_table.py);
+# - a job or worker using it in tests/cases/more-keys.yaml (or an example), and the goldens
+#   rendered again: JOBGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
+#   (every directive plan.EMITTED lists must appear in a golden file), the diff reviewed;
+# - its line in README.md ("Keys of jobs and workers", "Job keys" or "Worker keys").
 COMMON_KEYS: dict[str, Key] = {
     "description": Key("description", text_line),
     "command": Key("command", argv),
@@ -689,7 +718,8 @@ def _convert_keys(
         except Invalid as exc:
             seen.failed.add(key.value)
             if not inherited:
-                problems.error(exc.pos or node.pos, f"{what}: '{key.value}': {exc.message}")
+                for at, message in _key_problems(key.value, exc, node):
+                    problems.error(at, f"{what}: {message}")
     return values, seen
 
 
@@ -708,7 +738,8 @@ def _check_defaults(defaults: Map, p: _Problems) -> None:
         try:
             spec.convert(node)
         except Invalid as exc:
-            p.error(exc.pos or node.pos, f"defaults: '{key.value}': {exc.message}")
+            for at, message in _key_problems(key.value, exc, node):
+                p.error(at, f"defaults: {message}")
 
 
 def _required(what: str, required: dict[str, str], seen: _Seen, pos: Pos, p: _Problems) -> None:
@@ -1020,9 +1051,15 @@ def _section(root: Map, key: str, p: _Problems) -> Map | None:
 
 def _units(kind: str, section: Map | None, defaults: Map | None, table, rules, p: _Problems, taken: dict[str, tuple[str, Pos]]):
     out = []
+    above: str | None = None  # the last entry that is a job or worker (a mapping)
     for key, body in section.items if section else ():
         what = f"{kind} '{key.value}'"
         errors_before = p.error_count()
+        if not isinstance(body, Map) and key.value in JOB_KEYS | WORKER_KEYS:
+            p.error(key.pos, _outdented(kind, key.value, key.value in table, above))
+            continue
+        if isinstance(body, Map):
+            above = key.value
         if problem := names.job_name_problem(key.value):
             p.error(key.pos, f"{what}: {problem}")
         elif key.value in taken:
@@ -1044,6 +1081,18 @@ def _units(kind: str, section: Map | None, defaults: Map | None, table, rules, p
         if p.error_count() == errors_before and not seen.failed:
             out.append(unit)
     return tuple(sorted(out, key=lambda u: u.name))
+
+
+def _outdented(kind: str, key: str, own: bool, above: str | None) -> str:
+    """A key of a job written at the level of job names (`user: x` under `jobs:`): a
+    job's body is a mapping, so a name with a plain value that is also a key is most
+    likely a line that lost its indentation. ``own``: a key of this kind (not the other)."""
+    owner = kind if own else ("worker" if kind == "job" else "job")
+    where = f"under {kind} '{above}'" if above else f"under the {kind} it belongs to"
+    return (
+        f"{kind}s: '{key}' is a {owner} key, written at the level of {kind} names; "
+        f"indent it {where}, level with that {kind}'s other keys"
+    )
 
 
 def validate(tree: Node, path: str, target_override: Target | None = None) -> tuple[Manifest, list[Diagnostic]]:
@@ -1074,6 +1123,10 @@ def _validate(tree: Node, path: str, target_override: Target | None, p: _Problem
     elif not isinstance(version, Scalar) or version.value != MANIFEST_VERSION:
         p.error(version.pos, f"'jobgen' must be {MANIFEST_VERSION} (the manifest format this jobgen reads), got {_kind(version)}")
     target, target_pos = _target(tree, p)
+    # No target: what is said about it (plan's "no target systemd given" note) is placed at
+    # the top-level mapping, where 'target:' belongs: its first key (line 1 after any
+    # leading comments), not at some job.
+    target_pos = target_pos or tree.pos
     defaults = _section(tree, "defaults", p)
     if defaults:
         _check_defaults(defaults, p)
@@ -1101,7 +1154,7 @@ def _target(tree: Map, p: _Problems) -> tuple[Target | None, Pos | None]:
             p.error(key.pos, f"target: unknown key '{key.value}'{_hint(key.value, ('systemd',))}")
     node = section.get("systemd")
     if node is None:
-        return None, None
+        return None, section.pos
     try:
         target = parse_target(_scalar(node, "a systemd version such as 252 or '>=252'"))
     except (Invalid, ValueError) as exc:

@@ -11,7 +11,8 @@ crontabs (no user column; the user is given). What each line becomes:
 * `@reboot`: `{after_boot: 1min}` (cron.REBOOT_AFTER_BOOT), a run once per boot.
 * the command: cron runs every command with `$SHELL -c` (default /bin/sh), so a command with
   shell syntax becomes `[SHELL, -c, "..."]`; a plain one with an absolute program becomes an
-  argv list. `\\%` is a literal %; an unescaped `%` (the rest of the line is the command's
+  argv list, its words split as the shell splits them (compiler/shellwords.py: the one rule
+  a string `command:` follows too). `\\%` is a literal %; an unescaped `%` (the rest of the line is the command's
   standard input in cron) is reported.
 * `NAME=value` lines: the environment of the jobs after them; `CRON_TZ` their time zone;
   `SHELL` the shell; `MAILTO` is reported (jobgen does not mail: use on_failure).
@@ -30,7 +31,7 @@ from pathlib import PurePath
 from typing import Callable
 from zoneinfo import ZoneInfo
 
-from jobgen.compiler import cron, timespec
+from jobgen.compiler import cron, shellwords, timespec
 from jobgen.compiler.names import ENV_NAME, USER_NAME
 
 # The importer compares cron's rules with jobgen's calendar engine (systemd's algorithm, with
@@ -53,7 +54,6 @@ PROBES = tuple(
 DEFAULT_SHELL = "/bin/sh"
 
 # Characters that make a command need a shell (anything a POSIX shell treats specially).
-_SHELL_SYNTAX = re.compile(r"""[|&;<>()$`\\"'*?\[\]#~=%{}!\n]""")
 _ENV_LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 _NAME_PART = re.compile(r"[^a-z0-9]+")
 
@@ -260,10 +260,14 @@ def _command(number: int, text: str, shell: str, out: Imported) -> tuple[str, ..
                                     "or escape it as '\\%' if it is meant literally"))
         return None
     text = text.replace("\\%", "%")
-    if not _SHELL_SYNTAX.search(text):
-        words = text.split()
-        if words and words[0].startswith("/"):
-            return tuple(words)
+    # One rule with a string `command:` (compiler/shellwords.py): words the shell would
+    # split the same way, with no shell syntax left, need no shell.
+    try:
+        reading = shellwords.read(text)
+    except ValueError:  # an unclosed quote: the shell's problem, as it was cron's
+        reading = None
+    if reading is not None and not reading.syntax and reading.words and reading.words[0].startswith("/"):
+        return reading.words
     # cron runs the command as `$SHELL -c command`: that is exactly what the job runs.
     return (shell, "-c", text)
 
