@@ -30,6 +30,7 @@ from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
 from jobgen.compiler.target import Target, parse_target
 from jobgen.contract import locks
+from jobgen.contract import queue as queue_contract
 
 # Stated in every output when the manifest names no target: Debian 12 and RHEL 9 ship
 # 252, the oldest systemd of the mainstream server releases still in full support.
@@ -561,7 +562,7 @@ def _tmpfile(path: str, c: Common) -> str:
 
 # Host-scope spools live on disk across reboots (/var/lib, not /run): a request that was
 # reported as enqueued must still be there after a crash or a reboot.
-QUEUE_DIR = "/var/lib/jobgen/queue"
+QUEUE_DIR = queue_contract.SPOOL_DIR
 
 
 def _queue_store(job: Job) -> tuple[str, ...]:
@@ -643,13 +644,13 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
         # systemd.path(5): DirectoryNotEmpty= starts the unit while the folder has entries,
         # and checks again when the unit stops, so a request that came in as a drain was
         # finishing is not left behind.
-        path.set("Path", "DirectoryNotEmpty", Raw(f"{spool}/pending"))
+        path.set("Path", "DirectoryNotEmpty", Raw(f"{spool}/{queue_contract.PENDING}"))
         path.set("Path", "Unit", Raw(drainer))
         path.set("Install", "WantedBy", Raw("paths.target"))
         files.append(path.freeze(f"job {job.name}: queue watch"))
         owner, group = job.user or "root", job.group or ("root" if not job.user else "-")
         lines += [f"d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
-        lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", "/tmp", "/pending", "/running", "/failed")]
+        lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", *(f"/{d}" for d in queue_contract.SPOOL_FOLDERS))]
     run = RunSpec.for_job((*enqueue, "jobgen run"), job)
     return files, run, lines, store
 
