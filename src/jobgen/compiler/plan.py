@@ -672,6 +672,14 @@ def _worker_files(ctx: _Context, w: Worker) -> list[UnitFile]:
     if template:
         # PartOf=: stopping or restarting NAME.target reaches every instance.
         svc.set("Unit", "PartOf", Raw(f"{w.name}.target"))
+        # After=NAME.target: units stop in the reverse of their start order (systemd.unit(5),
+        # After=/Before=), so the target's stop job waits for every instance's, and
+        # `systemctl stop NAME.target` returns once they have all exited. Without it the
+        # target has the implicit After= on what it Wants= (systemd.target(5), default
+        # dependencies) and stops first, returning while the instances still run (seen on 252
+        # and 257). systemd skips that implicit After= when it would contradict an explicit
+        # order (src/core/unit.c unit_add_default_target_dependency, "Don't create loops").
+        svc.set("Unit", "After", Raw(f"{w.name}.target"))
     svc.set("Service", "ExecStart", Exec(w.command))
     # Graceful stop (systemd.kill(5)): the stop signal (stop_signal, KillSignal=) to the main
     # process only, then after TimeoutStopSec= (stop_timeout) SIGKILL to everything left.
