@@ -12,6 +12,7 @@ import contextlib
 import json
 import os
 import pwd
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -240,3 +241,45 @@ def test_arguments_too_big_for_a_request_are_refused(tmp_path):
     with pytest.raises(TooBig, match=r"^the arguments make a request of [0-9]+ bytes; at most 1048512$"):
         s.enqueue(("y" * 100_000,) * 11)
     assert os.listdir(s.root / PENDING) == [] and os.listdir(s.root / "tmp") == []
+
+
+@pytest.fixture
+def public_tmp():
+    """A folder another user can reach (pytest's own tmp_path is root's, 0700)."""
+    where = Path(tempfile.mkdtemp(prefix="jobgen-spool-"))
+    where.chmod(0o755)
+    try:
+        yield where
+    finally:
+        shutil.rmtree(where)
+
+
+def test_a_folder_the_drainer_cannot_move_is_skipped_and_the_queue_goes_on(public_tmp):
+    # rename(2) of a folder needs write access to it ('..' changes): root's folder in a
+    # user's pending/ cannot be moved by that user. It is skipped, said, and not run.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as two users")
+    nobody = pwd.getpwnam("nobody")
+    root = public_tmp / "spool"
+    root.mkdir(mode=0o700)
+    for sub in ("", "/tmp", "/pending", "/running", "/failed", f"/{SET_ASIDE}"):
+        Path(f"{root}{sub}").mkdir(mode=0o700, exist_ok=True)
+        os.chown(f"{root}{sub}", nobody.pw_uid, nobody.pw_gid)
+    (root / PENDING / f"{NAME}.json").mkdir(mode=0o700)  # root's
+    script = (
+        "import os, sys\n"
+        "from pathlib import Path\n"
+        "from jobgen.runtime.queue.spool import Spool\n"
+        "s = Spool(Path(sys.argv[1]))\n"
+        "seen = []\n"
+        "s.report = seen.append\n"
+        "rid = s.enqueue(('x',)).request.id\n"
+        "print([r.id == rid for r in s.list('pending')], [(a.name, a.reason, a.moved_to) for a in seen])\n"
+    )
+    r = subprocess.run(["setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups",
+                        sys.executable, "-c", script, str(root)], capture_output=True, text=True, timeout=60, env=ENV)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.strip() == (
+        f"[True] [('{NAME}.json', 'not a regular file; cannot move it: Permission denied', ''), "
+        f"('{NAME}.json', 'not a regular file; cannot move it: Permission denied', '')]"
+    )

@@ -95,8 +95,9 @@ def open_store(args: argparse.Namespace):
     if args.spool:
         def report(bad: SetAside) -> None:
             # Journal, or stderr where there is none: a set-aside file is never silent.
+            where = f"moved to {bad.moved_to}" if bad.moved_to else "skipped where it is"
             _log(args.job, outcomes.SET_ASIDE, f"{bad.state}/{bad.name} is not a complete request ({bad.reason}): "
-                 f"moved to {bad.moved_to}, never run", priority=4, fallback=True)
+                 f"{where}, never run", priority=4, fallback=True)
 
         return Spool(Path(args.spool), args.max_pending, args.on_full, args.max_attempts, report=report)
     if not args.name:

@@ -85,7 +85,7 @@ class SetAside:
     name: str  # the file's name where it was found
     state: str  # the folder it was found in
     reason: str
-    moved_to: str  # its path now
+    moved_to: str  # its path now ('' when it could not be moved: it is skipped where it is)
 
 
 @dataclass(frozen=True)
@@ -311,6 +311,11 @@ class Spool:
             os.rename(self.folder(state) / name, dest)
         except FileNotFoundError:
             return  # another process moved it first and reports it
+        except OSError as exc:
+            # Not ours to move (a folder of another owner: rename(2) needs to write its
+            # '..'): leave it, skip it, and say so; the requests around it still run.
+            self.report(SetAside(name, state, f"{reason}; cannot move it: {exc.strerror}", ""))
+            return
         _fsync_dir(aside)
         _fsync_dir(self.folder(state))
         self.report(SetAside(name, state, reason, str(dest)))
