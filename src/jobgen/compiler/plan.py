@@ -29,7 +29,7 @@ from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, 
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
 from jobgen.compiler.target import Target, parse_target
-from jobgen.contract import locks
+from jobgen.contract import locks, outcomes
 from jobgen.contract import queue as queue_contract
 
 # Stated in every output when the manifest names no target: Debian 12 and RHEL 9 ship
@@ -49,17 +49,22 @@ SH = "/bin/sh"
 # outcome of a lock conflict for this policy (policies.OVERLAP: skipped, wait-expired).
 # With SuccessExitStatus=75 a conflict ends with result 'success', so the exit status is
 # what tells it apart; 'exec-condition' is an activation the overrun check deferred.
+# An orderly stop (`systemctl stop`, a shutdown) sends the unit's KillSignal= (SIGTERM for
+# jobs, systemd.kill(5)); a oneshot killed by it ends with result 'signal', status TERM
+# (seen on 252 and 257): that is the stop, not the job's failure, so it has its own word.
+# A stop that had to SIGKILL after TimeoutStopSec= ends with result 'timeout'.
 # logger(1) --journald sends the fields natively; $INVOCATION_ID ties the line to its run
 # even when logger exits before journald has read its cgroup.
 REPORTER = (
     'case "$SERVICE_RESULT/$EXIT_CODE/$EXIT_STATUS" in '
     f"success/exited/{CONFLICT_EXIT}) o=$4 ;; "
-    "exec-condition/*) o=deferred ;; "
-    "success/*) o=success ;; "
-    "timeout/*) o=timeout ;; "
-    "*) o=failed ;; "
+    f"exec-condition/*) o={outcomes.DEFERRED} ;; "
+    f"success/*) o={outcomes.SUCCESS} ;; "
+    f"timeout/*) o={outcomes.TIMEOUT} ;; "
+    f"signal/killed/TERM) o={outcomes.STOPPED} ;; "
+    f"*) o={outcomes.FAILED} ;; "
     "esac; "
-    '[ -n "$3" ] && [ "$o" != deferred ] && date +%s%6N > "$3"; '
+    f'[ -n "$3" ] && [ "$o" != {outcomes.DEFERRED} ] && date +%s%6N > "$3"; '
     "printf 'MESSAGE=%s: %s (result=%s, %s=%s)\\nSYSLOG_IDENTIFIER=jobgen\\nJOBGEN_JOB=%s\\n"
     "JOBGEN_OUTCOME=%s\\nJOBGEN_POLICY=%s\\nJOBGEN_EXIT_STATUS=%s\\nJOBGEN_INVOCATION_ID=%s\\n' "
     '"$1" "$o" "$SERVICE_RESULT" "$EXIT_CODE" "$EXIT_STATUS" "$1" "$o" "$2" "$EXIT_STATUS" "$INVOCATION_ID" '
@@ -636,7 +641,17 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     drain_units, _, lines = _job_files(ctx, drain_job)
     (svc,) = [u for u in drain_units if u.kind == "service"]
     svc = replace(svc, filename=drainer, comment=f"job {job.name}: drains its queue, one request at a time under its lock")
-    svc = _without(svc, {("Service", "ExecStopPost")}, _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool)))
+    # Type=exec (240+), not oneshot: a oneshot's start job lasts until the drain ends, and
+    # systemd counts boot as finished only when no job is left (src/core/manager.c
+    # manager_check_finished), so a backlog found by the .path unit at boot held up
+    # `Startup finished`, multi-user.target's time and `is-system-running --wait` (seen on
+    # 252 and 257). With exec the start job ends once the drainer is running
+    # (systemd.service(5) Type=); the drain itself is unbounded (no TimeoutStartSec=).
+    _adding(ctx, svc, ("Service", "Type", Raw("exec")))  # through the gate; set in place below
+    svc = _without(svc, {("Service", "ExecStopPost"), ("Service", "TimeoutStartSec")},
+                   _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool)))
+    svc = replace(svc, sections=tuple((name, tuple((k, Raw("exec") if (name, k) == ("Service", "Type") else v) for k, v in d))
+                                      for name, d in svc.sections))
     files = [*units, svc]
     if spool is not None:
         path = _Unit(ctx, f"{job.name}-drain.path", "path")
