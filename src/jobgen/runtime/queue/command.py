@@ -16,7 +16,9 @@ jobgen.cli.queue, from the same plan the units were rendered from.
 
 Exit codes (README "overlap: queue"): 0 enqueued / coalesced / drained; 1 a drain left a
 request to retry or failed; 74 the queue is full (on_full: reject), the request was NOT
-recorded; 65 --retry/--drop named no such request; 71 the spool cannot be used; 64 usage;
+recorded; 65 --retry/--drop named no such request; 71 the spool cannot be used (for enqueue:
+the request could not be written whole, e.g. a full disk, and was NOT recorded); 64 usage
+(and enqueue arguments too big for one request);
 69/77/78 as `jobgen lock` for the lock server.
 """
 
