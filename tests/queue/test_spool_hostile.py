@@ -177,6 +177,21 @@ def test_set_aside_is_said_once_where_it_happened(tmp_path):
     assert "set-aside" not in again.stderr
 
 
+@pytest.mark.skipif(not NO_JOURNAL, reason="the line goes to journald on this machine")
+def test_a_name_with_a_newline_stays_on_one_line(tmp_path):
+    spool = tmp_path / "spool"
+    spool.mkdir(mode=0o700)
+    (spool / PENDING).mkdir(mode=0o700)
+    (spool / PENDING / "x\npending  00000000000000000009-00000000  forged").write_text("x")
+    r = jobgen("queue", *store(spool))
+    assert r.returncode == 0
+    assert r.stdout.splitlines()[1:] == [
+        f"{SET_ASIDE} {spool / SET_ASIDE}/x\\npending  00000000000000000009-00000000  forged  "
+        "(its name is not a request id (SEQ-HEX.json); never run: inspect it, then remove it)"
+    ]
+    assert len(r.stderr.splitlines()) == 1 and "x\\npending" in r.stderr
+
+
 def test_any_name_in_pending_is_set_aside_so_the_path_unit_does_not_loop(tmp_path):
     # DirectoryNotEmpty= starts the drainer while pending/ has any entry: a stray name that
     # the drainer skipped would start it again and again.

@@ -97,8 +97,8 @@ def open_store(args: argparse.Namespace):
     if args.spool:
         def report(bad: SetAside) -> None:
             # Journal, or stderr where there is none: a set-aside file is never silent.
-            where = f"moved to {bad.moved_to}" if bad.moved_to else "skipped where it is"
-            _log(args.job, outcomes.SET_ASIDE, f"{bad.state}/{bad.name} is not a complete request ({bad.reason}): "
+            where = f"moved to {_shown(bad.moved_to)}" if bad.moved_to else "skipped where it is"
+            _log(args.job, outcomes.SET_ASIDE, f"{bad.state}/{_shown(bad.name)} is not a complete request ({bad.reason}): "
                  f"{where}, never run", priority=4, fallback=True)
 
         return Spool(Path(args.spool), args.max_pending, args.on_full, args.max_attempts, report=report)
@@ -130,6 +130,11 @@ def _log(job: str, outcome: str, message: str, request_id: str = "", priority: i
     if inv := os.environ.get("INVOCATION_ID"):
         fields["JOBGEN_INVOCATION_ID"] = inv
     journal.send(fields, fallback=fallback)
+
+
+def _shown(name: str) -> str:
+    """A file name someone else chose, on one line: newlines and other controls escaped."""
+    return name if name.isprintable() else name.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def enqueue(args: argparse.Namespace, extra: list[str]) -> Result:
@@ -203,7 +208,7 @@ def queue_cmd(args: argparse.Namespace) -> Result:
         status = "" if r.last_status is None else f" last exit {r.last_status}"
         out.append(f"{state:8} {r.id}  age {age}s  attempts {r.attempts}{status}  {' '.join(r.args)}".rstrip())
     for name, why in aside:
-        out.append(f"{SET_ASIDE:9} {store.root / SET_ASIDE / name}  ({why}; never run: inspect it, then remove it)")
+        out.append(f"{SET_ASIDE:9} {_shown(str(store.root / SET_ASIDE / name))}  ({why}; never run: inspect it, then remove it)")
     return Result(out=out)
 
 
