@@ -90,6 +90,9 @@ REPORTS = [
     ("skip", "success", "exited", "0", "success"),
     ("wait", "exit-code", "exited", "1", "failed"),
     ("skip", "timeout", "killed", "TERM", "timeout"),
+    # systemctl stop / a shutdown: the stop signal, not the job's failure
+    ("skip", "signal", "killed", "TERM", "stopped"),
+    ("wait", "signal", "killed", "KILL", "failed"),  # SIGKILL from elsewhere (the OOM killer)
     ("skip", "exec-condition", "exited", "1", "deferred"),
 ]
 

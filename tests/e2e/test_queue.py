@@ -13,6 +13,8 @@ import json
 
 import pytest
 
+from container import format_journal
+
 pytestmark = pytest.mark.e2e
 
 LOG = "/var/lib/jobgen-e2e-queue.log"
@@ -134,3 +136,78 @@ def test_requests_survive_a_reboot_and_are_drained_in_order_at_boot(host):
     assert [line.split()[1:] for line in lines if line.startswith("start")] == [[i, f"n{n}"] for n, i in enumerate(ids)]
     assert_one_at_a_time_in_order(lines)
     assert queue_state(host.c, job)["requests"] == []
+
+
+# ---------------------------------------------------------------------------------------------
+# A poweroff in the middle of a request, and a backlog at boot.
+
+HOLDER = "/usr/local/bin/jobgen"  # README "Install": a virtualenv in /opt, its commands linked here
+
+
+def install_like_the_readme(host) -> None:
+    """jobgen in its virtualenv under /opt with `jobgen` linked into /usr/local/bin, not /usr/bin."""
+    host.install()
+    host.sh(f"rm -f /usr/bin/jobgen /usr/bin/jobgen-generator && ln -sfn /opt/jobgen/bin/jobgen {HOLDER}")
+    assert host.sh("command -v jobgen").stdout.strip() == HOLDER
+
+
+def test_a_poweroff_mid_request_is_a_stop_and_a_backlog_does_not_hold_up_boot(host):
+    host.boot()
+    install_like_the_readme(host)
+    # A persistent journal, so the lines written while powering off can be read afterwards.
+    host.sh("mkdir -p /var/log/journal && journalctl --flush")
+    job, plain = "q-boot", "q-plain"
+    script = (f'echo "start $JOBGEN_REQUEST_ID attempt=$JOBGEN_REQUEST_ATTEMPT" >> {LOG}; sleep 30; '
+              f'echo "end $JOBGEN_REQUEST_ID" >> {LOG}')
+    text = (
+        "jobgen: 1\njobs:\n"
+        f"  {job}:\n"
+        f"    command: [/bin/sh, -c, '{script}', {job}]\n"
+        "    schedule: '2099-01-01'\n"  # never by the timer: requests by hand
+        "    hardening: none\n"
+        "    overlap: queue\n"
+        "    queue: {max_pending: 5, on_full: reject, max_attempts: 2}\n"
+        # A plain job (overlap: skip) running when the host powers off.
+        f"  {plain}:\n"
+        "    command: [/bin/sleep, '600']\n"
+        "    schedule: '2099-01-01'\n"
+        "    hardening: none\n"
+    )
+    code, doc = host.apply(text, "--holder", HOLDER)
+    assert code == 0 and doc["ok"], doc
+    rid = host.c.run("jobgen", "enqueue", "--spool", f"/var/lib/jobgen/queue/{job}", "--job", job).stdout.strip()
+    host.wait(lambda: log_lines(host.c), lambda got: f"start {rid} attempt=1" in got, "the request to start")
+    host.c.systemctl("start", "--no-block", f"{plain}.service")
+    host.wait(lambda: host.state(f"{plain}.service")[1], lambda s: s == "activating", "the plain job to run")
+
+    # Power off in the middle of both (an orderly shutdown: SIGTERM to the container's
+    # nspawn), and boot again with the request still waiting.
+    host.reboot()
+    # Booted: `systemctl is-system-running --wait` said "running" (Container.boot). The
+    # request takes 30 s: had the drain held up boot, it would have ended by now.
+    at_ready = log_lines(host.c)
+    boot_seconds = host.c.boot_seconds
+    assert f"end {rid}" not in at_ready, f"boot waited for the request to finish: {at_ready}"
+    # The drainer started by the .path unit at boot runs the request as attempt 1 again:
+    # the poweroff did not spend an attempt. While it runs, the system is up and no job is
+    # pending (a oneshot drainer would keep its start job, and the state "starting").
+    lines = host.wait(lambda: log_lines(host.c), lambda got: got.count(f"start {rid} attempt=1") == 2, "the request to run again")
+    assert f"start {rid} attempt=2" not in lines
+    assert host.state(f"{job}-drain.service")[1] == "active"
+    assert host.c.systemctl("is-system-running", check=False).stdout.strip() == "running"
+    assert host.c.systemctl("list-jobs", "--no-legend", check=False).stdout.strip() == ""
+    startup = host.c.run("systemd-analyze", "time", check=False).stdout.strip()
+    blame = host.c.run("systemd-analyze", "blame", "--no-pager", check=False).stdout
+    host.wait(lambda: log_lines(host.c), lambda got: f"end {rid}" in got, "the request to finish after boot", timeout=120)
+    host.wait(lambda: queue_state(host.c, job)["requests"], lambda r: r == [], "the queue to empty")
+
+    # What the poweroff logged: the request and the plain job were stopped, not failed.
+    before = host.c.journal("-b", "-1", "SYSLOG_IDENTIFIER=jobgen")
+    outcomes = {(e.get("JOBGEN_JOB"), e.get("JOBGEN_OUTCOME"), e.get("JOBGEN_REQUEST_ID", "")) for e in before}
+    explain = format_journal(before)
+    assert (job, "stopped", rid) in outcomes, explain
+    assert (plain, "stopped", "") in outcomes, explain
+    assert not any(o in ("failed", "retry") for _, o, _ in outcomes), explain
+    print(f"systemd {host.release}: boot to running with a 30 s request pending: {boot_seconds:.1f}s; "
+          f"{startup.splitlines()[0] if startup else '?'}; drain in blame: "
+          f"{[l.strip() for l in blame.splitlines() if 'drain' in l]}")

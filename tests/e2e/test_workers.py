@@ -144,3 +144,38 @@ def test_restarting_the_target_restarts_every_instance(scenario):
     explain = scenario.journal_text(*instances)
     assert states == {u: "active" for u in instances}, explain
     assert all(before[u] and after[u] and before[u] != after[u] for u in instances), (before, after, explain)
+
+
+def test_stopping_the_target_returns_only_after_every_instance_has_exited(scenario):
+    # Each instance takes 1 s to finish its job after SIGTERM. `systemctl stop NAME.target &&
+    # deploy` must not deploy while an old instance still runs: the stop returns only once
+    # every instance is inactive and its processes are gone.
+    scenario.deploy(
+        manifest("""
+        e2e-stoppool:
+          command: [/bin/sh, -c, "trap 'echo finishing; sleep 1; echo finished; exit 0' TERM; echo working; while :; do sleep 0.1; done", e2e-stoppool-marker]
+          instances: 3
+          stop_timeout: 20s
+        """)
+    )
+    instances = [f"e2e-stoppool@{i}.service" for i in (1, 2, 3)]
+    scenario.units += instances
+    c = scenario.container
+    c.systemctl("start", "e2e-stoppool.target")
+    for unit in instances:
+        wait_message(scenario, unit, "working")
+
+    t0 = time.monotonic()
+    c.systemctl("stop", "e2e-stoppool.target")
+    took = time.monotonic() - t0
+    # Read at once, before anything else can happen: what the stop left behind.
+    states = {u: c.systemctl("show", "-P", "ActiveState", u).stdout.strip() for u in instances}
+    left = c.run("pgrep", "-f", "e2e-stoppool-marker", check=False).stdout.split()
+
+    explain = scenario.journal_text(*instances, "e2e-stoppool.target")
+    assert states == {u: "inactive" for u in instances}, f"stop returned with {states}\n{explain}"
+    assert left == [], f"processes still running after the stop returned: {left}\n{explain}"
+    for unit in instances:  # each finished its job (no SIGKILL): the stop waited for it
+        wait_message(scenario, unit, "finished")
+        assert not any("SIGKILL" in m for m in messages(scenario, unit)), explain
+    print(f"systemd {scenario.release}: systemctl stop of a 3-instance target took {took:.2f}s (each instance 1 s to finish)")

@@ -58,4 +58,5 @@ def test_usage_and_a_missing_spool_are_one_line(tmp_path):
     assert bad.stderr == "jobgen enqueue: usage error: argument --max-pending: '0' is not a whole number >= 1\n"
     gone = jobgen("enqueue", "--spool", str(tmp_path / "nope"), "--job", "j")
     assert gone.returncode == 71
-    assert gone.stderr == f"jobgen enqueue: cannot use the queue: No such file or directory: {tmp_path / 'nope' / 'tmp'}\n"
+    assert gone.stderr == (f"jobgen enqueue: j: rejected: request not recorded: cannot write the spool: "
+                           f"No such file or directory: {tmp_path / 'nope' / 'tmp'}\n")

@@ -54,7 +54,7 @@ from jobgen.runtime.queue.drain import drain
 from jobgen.runtime.queue.spool import Spool
 s = Spool(Path(sys.argv[1]), max_attempts=3)
 drain(s, ("/bin/sh", "-c", 'echo "start $JOBGEN_REQUEST_ID $JOBGEN_REQUEST_ATTEMPT" >> "$LOG"; echo $$ > "$LOG.pid"; exec sleep 600'),
-      {"LOG": sys.argv[2], "PATH": "/usr/bin:/bin"}, lambda *a: None)
+      {"LOG": sys.argv[2], "PATH": "/usr/bin:/bin"}, lambda outcome, req, msg: print(outcome, msg, flush=True))
 """
 
 
@@ -88,18 +88,22 @@ def test_kill_9_mid_run_leaves_the_request_to_be_retried(tmp_path):
     assert log.read_text() == f"again {rid} 2\n"  # the killed run counted as attempt 1
 
 
-def test_sigterm_reaches_the_commands_process_group_and_the_request_is_kept(tmp_path):
+def test_sigterm_reaches_the_commands_process_group_and_the_request_is_put_back_unspent(tmp_path):
+    # A stop (systemctl stop, a shutdown) is not the request's failure: back to pending with
+    # the attempt given back and no exit status recorded against it.
     s = Spool(tmp_path / "q")
     s.root.mkdir()
     rid = s.enqueue().request.id
     log = tmp_path / "log"
-    drainer = subprocess.Popen([sys.executable, "-c", DRAINER, str(s.root), str(log)])
+    drainer = subprocess.Popen([sys.executable, "-c", DRAINER, str(s.root), str(log)], stdout=subprocess.PIPE, text=True)
     wait_for(lambda: Path(f"{log}.pid").exists() and Path(f"{log}.pid").read_text().strip())
     os.kill(drainer.pid, signal.SIGTERM)
     assert drainer.wait(timeout=120) == 0  # the drain ended by itself after the command did
+    said = drainer.stdout.read().splitlines()
+    assert said[-1] == f"stopped request {rid}: interrupted by a stop (signal SIGTERM, exit status 143): back to pending, attempt not counted (0 of 3 used)"
     pid = int(Path(f"{log}.pid").read_text())
     wait_for(lambda: not os.path.exists(f"/proc/{pid}"))
-    assert [(r.id, r.state, r.last_status) for r in s.list(PENDING)] == [(rid, PENDING, 143)]
+    assert [(r.id, r.state, r.attempts, r.last_status) for r in s.list(PENDING)] == [(rid, PENDING, 0, None)]
 
 
 def test_what_a_request_left_running_is_killed_before_the_next_one(tmp_path):

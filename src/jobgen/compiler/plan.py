@@ -29,7 +29,8 @@ from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, 
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
 from jobgen.compiler.target import Target, parse_target
-from jobgen.contract import locks
+from jobgen.contract import locks, outcomes
+from jobgen.contract import queue as queue_contract
 
 # Stated in every output when the manifest names no target: Debian 12 and RHEL 9 ship
 # 252, the oldest systemd of the mainstream server releases still in full support.
@@ -48,17 +49,22 @@ SH = "/bin/sh"
 # outcome of a lock conflict for this policy (policies.OVERLAP: skipped, wait-expired).
 # With SuccessExitStatus=75 a conflict ends with result 'success', so the exit status is
 # what tells it apart; 'exec-condition' is an activation the overrun check deferred.
+# An orderly stop (`systemctl stop`, a shutdown) sends the unit's KillSignal= (SIGTERM for
+# jobs, systemd.kill(5)); a oneshot killed by it ends with result 'signal', status TERM
+# (seen on 252 and 257): that is the stop, not the job's failure, so it has its own word.
+# A stop that had to SIGKILL after TimeoutStopSec= ends with result 'timeout'.
 # logger(1) --journald sends the fields natively; $INVOCATION_ID ties the line to its run
 # even when logger exits before journald has read its cgroup.
 REPORTER = (
     'case "$SERVICE_RESULT/$EXIT_CODE/$EXIT_STATUS" in '
     f"success/exited/{CONFLICT_EXIT}) o=$4 ;; "
-    "exec-condition/*) o=deferred ;; "
-    "success/*) o=success ;; "
-    "timeout/*) o=timeout ;; "
-    "*) o=failed ;; "
+    f"exec-condition/*) o={outcomes.DEFERRED} ;; "
+    f"success/*) o={outcomes.SUCCESS} ;; "
+    f"timeout/*) o={outcomes.TIMEOUT} ;; "
+    f"signal/killed/TERM) o={outcomes.STOPPED} ;; "
+    f"*) o={outcomes.FAILED} ;; "
     "esac; "
-    '[ -n "$3" ] && [ "$o" != deferred ] && date +%s%6N > "$3"; '
+    f'[ -n "$3" ] && [ "$o" != {outcomes.DEFERRED} ] && date +%s%6N > "$3"; '
     "printf 'MESSAGE=%s: %s (result=%s, %s=%s)\\nSYSLOG_IDENTIFIER=jobgen\\nJOBGEN_JOB=%s\\n"
     "JOBGEN_OUTCOME=%s\\nJOBGEN_POLICY=%s\\nJOBGEN_EXIT_STATUS=%s\\nJOBGEN_INVOCATION_ID=%s\\n' "
     '"$1" "$o" "$SERVICE_RESULT" "$EXIT_CODE" "$EXIT_STATUS" "$1" "$o" "$2" "$EXIT_STATUS" "$INVOCATION_ID" '
@@ -564,7 +570,7 @@ def _tmpfile(path: str, c: Common) -> str:
 
 # Host-scope spools live on disk across reboots (/var/lib, not /run): a request that was
 # reported as enqueued must still be there after a crash or a reboot.
-QUEUE_DIR = "/var/lib/jobgen/queue"
+QUEUE_DIR = queue_contract.SPOOL_DIR
 
 
 def _queue_store(job: Job) -> tuple[str, ...]:
@@ -638,7 +644,17 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     drain_units, _, lines = _job_files(ctx, drain_job)
     (svc,) = [u for u in drain_units if u.kind == "service"]
     svc = replace(svc, filename=drainer, comment=f"job {job.name}: drains its queue, one request at a time under its lock")
-    svc = _without(svc, {("Service", "ExecStopPost")}, _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool)))
+    # Type=exec (240+), not oneshot: a oneshot's start job lasts until the drain ends, and
+    # systemd counts boot as finished only when no job is left (src/core/manager.c
+    # manager_check_finished), so a backlog found by the .path unit at boot held up
+    # `Startup finished`, multi-user.target's time and `is-system-running --wait` (seen on
+    # 252 and 257). With exec the start job ends once the drainer is running
+    # (systemd.service(5) Type=); the drain itself is unbounded (no TimeoutStartSec=).
+    _adding(ctx, svc, ("Service", "Type", Raw("exec")))  # through the gate; set in place below
+    svc = _without(svc, {("Service", "ExecStopPost"), ("Service", "TimeoutStartSec")},
+                   _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool)))
+    svc = replace(svc, sections=tuple((name, tuple((k, Raw("exec") if (name, k) == ("Service", "Type") else v) for k, v in d))
+                                      for name, d in svc.sections))
     files = [*units, svc]
     if spool is not None:
         path = _Unit(ctx, f"{job.name}-drain.path", "path")
@@ -646,13 +662,13 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
         # systemd.path(5): DirectoryNotEmpty= starts the unit while the folder has entries,
         # and checks again when the unit stops, so a request that came in as a drain was
         # finishing is not left behind.
-        path.set("Path", "DirectoryNotEmpty", Raw(f"{spool}/pending"))
+        path.set("Path", "DirectoryNotEmpty", Raw(f"{spool}/{queue_contract.PENDING}"))
         path.set("Path", "Unit", Raw(drainer))
         path.set("Install", "WantedBy", Raw("paths.target"))
         files.append(path.freeze(f"job {job.name}: queue watch"))
         owner, group = job.user or "root", job.group or ("root" if not job.user else "-")
         lines += [f"d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
-        lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", "/tmp", "/pending", "/running", "/failed")]
+        lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", *(f"/{d}" for d in queue_contract.SPOOL_FOLDERS))]
     run = RunSpec.for_job((*enqueue, "jobgen run"), job)
     return files, run, lines, store
 
@@ -674,6 +690,14 @@ def _worker_files(ctx: _Context, w: Worker) -> list[UnitFile]:
     if template:
         # PartOf=: stopping or restarting NAME.target reaches every instance.
         svc.set("Unit", "PartOf", Raw(f"{w.name}.target"))
+        # After=NAME.target: units stop in the reverse of their start order (systemd.unit(5),
+        # After=/Before=), so the target's stop job waits for every instance's, and
+        # `systemctl stop NAME.target` returns once they have all exited. Without it the
+        # target has the implicit After= on what it Wants= (systemd.target(5), default
+        # dependencies) and stops first, returning while the instances still run (seen on 252
+        # and 257). systemd skips that implicit After= when it would contradict an explicit
+        # order (src/core/unit.c unit_add_default_target_dependency, "Don't create loops").
+        svc.set("Unit", "After", Raw(f"{w.name}.target"))
     svc.set("Service", "ExecStart", Exec(w.command))
     # Graceful stop (systemd.kill(5)): the stop signal (stop_signal, KillSignal=) to the main
     # process only, then after TimeoutStopSec= (stop_timeout) SIGKILL to everything left.

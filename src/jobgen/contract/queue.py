@@ -10,3 +10,17 @@ ON_FULL = ("reject", "coalesce")
 EXIT_FULL = 74  # enqueue: the queue is full; the request was not recorded
 EXIT_NO_SUCH = 65  # EX_DATAERR: queue --retry/--drop named no such request
 EXIT_SPOOL = 71  # EX_OSERR: the spool folder is missing or not the job user's
+
+# The host-scope spool (runtime/queue/spool.py; tmpfiles.d lines from compiler/plan.py): one
+# folder per job under SPOOL_DIR, on disk (/var/lib, not /run) so that a request reported as
+# enqueued survives a crash or a reboot, with these sub-folders.
+SPOOL_DIR = "/var/lib/jobgen/queue"
+TMP, PENDING, RUNNING, FAILED = "tmp", "pending", "running", "failed"
+# A file in the spool that is not a request jobgen wrote completely (truncated, not JSON, the
+# wrong shape, a name that is not its id, a symlink, another owner, too big) is moved here,
+# never read again and never run; `jobgen queue` lists it, the operator removes it.
+SET_ASIDE = "malformed"
+SPOOL_FOLDERS = (TMP, PENDING, RUNNING, FAILED, SET_ASIDE)
+# A request file is JSON of its id, arguments and counters; past this size it is set aside
+# unread, and `enqueue` refuses arguments that would make one this big.
+MAX_REQUEST_BYTES = 1 << 20

@@ -18,8 +18,7 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable
 
-# What the reporter writes (compiler/plan.py REPORTER), in the order status lists them.
-OUTCOMES = ("success", "failed", "timeout", "skipped", "wait-expired", "deferred")
+from jobgen.contract.outcomes import RUN as OUTCOMES  # what the reporter writes, in status's order
 FORMAT_VERSION = 1
 DEFAULT_SINCE = "-24h"
 TIMEOUT = 60

@@ -16,7 +16,9 @@ jobgen.cli.queue, from the same plan the units were rendered from.
 
 Exit codes (README "overlap: queue"): 0 enqueued / coalesced / drained; 1 a drain left a
 request to retry or failed; 74 the queue is full (on_full: reject), the request was NOT
-recorded; 65 --retry/--drop named no such request; 71 the spool cannot be used; 64 usage;
+recorded; 65 --retry/--drop named no such request; 71 the spool cannot be used (for enqueue:
+the request could not be written whole, e.g. a full disk, and was NOT recorded); 64 usage
+(and enqueue arguments too big for one request);
 69/77/78 as `jobgen lock` for the lock server.
 """
 
@@ -30,8 +32,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from jobgen.runtime import journal
-from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL, ON_FULL
-from jobgen.runtime.queue.spool import STATES, NoSuchRequest, QueueFull, Spool
+from jobgen.contract import outcomes
+from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL, ON_FULL, SET_ASIDE
+from jobgen.runtime.queue.spool import STATES, NoSuchRequest, QueueFull, SetAside, Spool, TooBig
 
 EXIT_OK, EXIT_LEFT_WORK, EXIT_USAGE = 0, 1, 64
 
@@ -92,7 +95,13 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 def open_store(args: argparse.Namespace):
     if args.spool:
-        return Spool(Path(args.spool), args.max_pending, args.on_full, args.max_attempts)
+        def report(bad: SetAside) -> None:
+            # Journal, or stderr where there is none: a set-aside file is never silent.
+            where = f"moved to {_shown(bad.moved_to)}" if bad.moved_to else "skipped where it is"
+            _log(args.job, outcomes.SET_ASIDE, f"{bad.state}/{_shown(bad.name)} is not a complete request ({bad.reason}): "
+                 f"{where}, never run", priority=4, fallback=True)
+
+        return Spool(Path(args.spool), args.max_pending, args.on_full, args.max_attempts, report=report)
     if not args.name:
         raise UsageError("--backend needs --name")
     from jobgen.runtime import backends
@@ -123,13 +132,27 @@ def _log(job: str, outcome: str, message: str, request_id: str = "", priority: i
     journal.send(fields, fallback=fallback)
 
 
+def _shown(name: str) -> str:
+    """A file name someone else chose, on one line: newlines and other controls escaped."""
+    return name if name.isprintable() else name.encode("unicode_escape", "backslashreplace").decode("ascii")
+
+
 def enqueue(args: argparse.Namespace, extra: list[str]) -> Result:
     store = open_store(args)
     try:
         got = store.enqueue(tuple(extra), by=args.by)
     except QueueFull as exc:
-        _log(args.job, "rejected", f"queue full, request not recorded: {exc}", priority=4)
-        return Result(EXIT_FULL, err=[f"jobgen enqueue: {args.job}: rejected: queue full, request not recorded ({exc})"])
+        _log(args.job, outcomes.REJECTED, f"queue full, request not recorded: {exc}", priority=4)
+        return Result(EXIT_FULL, err=[f"jobgen enqueue: {args.job}: {outcomes.REJECTED}: queue full, request not recorded ({exc})"])
+    except TooBig as exc:
+        _log(args.job, outcomes.REJECTED, f"request not recorded: {exc}", priority=4)
+        return Result(EXIT_USAGE, err=[f"jobgen enqueue: {args.job}: {outcomes.REJECTED}: request not recorded ({exc})"])
+    except OSError as exc:
+        # A full disk, a read-only spool: the request was not written (no partial file is
+        # left), so it must not be reported as enqueued.
+        why = f"{exc.strerror or exc}: {exc.filename}" if exc.filename else (exc.strerror or str(exc))
+        _log(args.job, outcomes.REJECTED, f"request not recorded: cannot write the spool: {why}", priority=3)
+        return Result(EXIT_SPOOL, err=[f"jobgen enqueue: {args.job}: {outcomes.REJECTED}: request not recorded: cannot write the spool: {why}"])
     req = got.request
     _log(args.job, got.outcome, f"request {req.id} by {args.by} ({got.pending} pending)", req.id)
     return Result(out=[req.id], err=[f"jobgen enqueue: {args.job}: {got.outcome}: {req.id} ({got.pending} pending)"])
@@ -164,6 +187,8 @@ def queue_cmd(args: argparse.Namespace) -> Result:
         return Result(EXIT_NO_SUCH, err=[f"jobgen queue: no such request: {exc}"])
     now = time.time_ns() // 1000
     rows = [(state, r) for state in STATES for r in store.list(state)]
+    # Files set aside (host spool only): listed with why, until an operator removes them.
+    aside = store.malformed() if isinstance(store, Spool) else []
     if args.format == "json":
         doc = {
             "format": 1,
@@ -173,14 +198,17 @@ def queue_cmd(args: argparse.Namespace) -> Result:
                  "last_status": r.last_status, "args": list(r.args), "by": r.by}
                 for s, r in rows
             ],
+            SET_ASIDE: [{"file": f"{store.root / SET_ASIDE / name}", "why": why} for name, why in aside],
         }
         return Result(out=[json.dumps(doc, indent=2, sort_keys=True)])
-    out = [f"# {args.job}: {sum(1 for s, _ in rows if s == 'pending')} pending, "
-          f"{sum(1 for s, _ in rows if s == 'running')} running, {sum(1 for s, _ in rows if s == 'failed')} failed"]
+    counts = ", ".join(f"{sum(1 for s, _ in rows if s == state)} {state}" for state in STATES)
+    out = [f"# {args.job}: {counts}" + (f", {len(aside)} {SET_ASIDE}" if aside else "")]
     for state, r in rows:
         age = max(0, (now - r.enqueued_usec) // 1_000_000)
         status = "" if r.last_status is None else f" last exit {r.last_status}"
         out.append(f"{state:8} {r.id}  age {age}s  attempts {r.attempts}{status}  {' '.join(r.args)}".rstrip())
+    for name, why in aside:
+        out.append(f"{SET_ASIDE:9} {_shown(str(store.root / SET_ASIDE / name))}  ({why}; never run: inspect it, then remove it)")
     return Result(out=out)
 
 

@@ -8,8 +8,15 @@ only then remove it (success) or put it back (failure). A failed request stays f
 line and ends this drain: the next trigger retries it, so a failing request does not burn
 its attempts in a tight loop and later requests never overtake it.
 
-Every step is one journal line with JOBGEN_OUTCOME (started, done, retry, failed) and
-JOBGEN_REQUEST_ID, so `journalctl JOBGEN_JOB=x` tells requests apart.
+An orderly stop (`systemctl stop`, a shutdown: systemd sends its stop signal to the whole
+unit) that ends a request's command is not the request's failure: the request goes back to
+pending first in line with its attempt given back (spool.put_back), logged as its own
+outcome (contract/outcomes.py STOPPED), so poweroffs never use up max_attempts. Only a
+drainer that cannot record it (SIGKILLed past TimeoutStopSec=) leaves the attempt counted.
+
+Every step is one journal line with JOBGEN_OUTCOME (contract/outcomes.py QUEUE: started,
+done, retry, failed, stopped, ...) and JOBGEN_REQUEST_ID, so `journalctl JOBGEN_JOB=x`
+tells requests apart.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from jobgen.contract.outcomes import STOPPED
 from jobgen.runtime.queue.spool import Request, Spool
 
 Log = Callable[[str, Request | None, str], None]  # (outcome, request, message)
@@ -37,6 +45,7 @@ class Summary:
     failed: int = 0
     recovered: int = 0
     stopped: bool = False  # a stop signal ended the drain
+    put_back: int = 0  # requests a stop interrupted, back to pending with the attempt given back
 
     @property
     def exit_code(self) -> int:
@@ -74,7 +83,7 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
     recovered = spool.recover()
     for req in recovered:
         log("recovered", req, f"request {req.id} was left running by a stopped drainer: back to {req.state}")
-    counts = {"done": 0, "retry": 0, "failed": 0}
+    counts = {"done": 0, "retry": 0, "failed": 0, STOPPED: 0}
     stopping: list[int] = []
     child: list[subprocess.Popen] = []
 
@@ -108,6 +117,12 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
             except (ProcessLookupError, PermissionError):
                 pass
             status = 128 - status if status < 0 else status
+            if stopping and status != 0 and hasattr(spool, "put_back"):
+                back = spool.put_back(req)
+                counts[STOPPED] += 1
+                log(STOPPED, back, f"request {req.id}: interrupted by a stop (signal {signal.Signals(stopping[0]).name}, "
+                    f"exit status {status}): back to pending, attempt not counted ({back.attempts} of {spool.max_attempts} used)")
+                break
             outcome = spool.finish(req, status)
             counts[outcome] += 1
             log(outcome, req, f"request {req.id}: exit status {status}: {outcome}")
@@ -116,4 +131,4 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
-    return Summary(counts["done"], counts["retry"], counts["failed"], len(recovered), bool(stopping))
+    return Summary(counts["done"], counts["retry"], counts["failed"], len(recovered), bool(stopping), counts[STOPPED])

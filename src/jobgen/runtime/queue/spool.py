@@ -5,12 +5,20 @@
       pending/        waiting, named so that names sort by arrival
       running/        the request the drainer is running now (at most one)
       failed/         requests that used up max_attempts: kept, never dropped silently
+      malformed/      files found in the spool that are not a complete request: set aside
       seq             the last sequence number handed out
       .enqueue.lock   flock(2) held while a request is numbered and counted
 
 Promises (README "overlap: queue"):
-- A request that `enqueue` reported is on disk: file and folder are fsync'd before the rename
-  and after it, so a crash or power loss after `enqueued` keeps it.
+- A request that `enqueue` reported is on disk: it is written whole under tmp/ (a short write
+  or ENOSPC is an error, the half file is removed), fsync'd, renamed into pending/ and the
+  folder fsync'd, so a crash or power loss after `enqueued` keeps it; a write error means
+  "not enqueued" (OSError to the caller), never a partial request.
+- No spool content stops the queue: a file in pending/, running/ or failed/ that is not a
+  request jobgen wrote completely (truncated, not JSON, the wrong shape or types, a name
+  that is not its own id, not a regular file, a symlink, another owner than the spool's,
+  bigger than MAX_REQUEST_BYTES) is moved to malformed/ unread-as-work, reported once
+  (``report``), and the requests around it go on.
 - Arrival order: numbers come from ``seq`` under the enqueue lock, so concurrent enqueuers on
   the host never share a number and a name's order is the order the requests were accepted.
 - A request leaves ``running/`` only after its command finished: removed on success, moved
@@ -31,19 +39,27 @@ import errno
 import fcntl
 import json
 import os
+import re
 import secrets
+import stat
 import time
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
+from jobgen.contract.queue import FAILED, MAX_REQUEST_BYTES, PENDING, RUNNING, SET_ASIDE, SPOOL_FOLDERS, TMP
 
-PENDING, RUNNING, FAILED = "pending", "running", "failed"
 STATES = (PENDING, RUNNING, FAILED)
 _SUFFIX = ".json"
 # A name is "<seq, 20 digits>-<8 hex>": the digits sort by arrival, the hex keeps two
 # spools' ids apart in logs.
 _SEQ_WIDTH = 20
+REQUEST_ID = re.compile(rf"[0-9]{{{_SEQ_WIDTH}}}-[0-9a-f]{{8}}")
+# The fields of a request file and the types each must have (bool is not an int here).
+_FIELDS: dict[str, tuple[type, ...]] = {
+    "id": (str,), "args": (list,), "enqueued_usec": (int,), "attempts": (int,),
+    "last_status": (int, type(None)), "by": (str,),
+}
 
 
 class QueueFull(Exception):
@@ -52,6 +68,24 @@ class QueueFull(Exception):
 
 class NoSuchRequest(Exception):
     pass
+
+
+class TooBig(Exception):
+    """The request's arguments would make a file past MAX_REQUEST_BYTES: not recorded."""
+
+
+class Malformed(Exception):
+    """A spool file that is not a request jobgen wrote completely; the message says why."""
+
+
+@dataclass(frozen=True)
+class SetAside:
+    """A file moved out of the way (to malformed/), for one journal/stderr line."""
+
+    name: str  # the file's name where it was found
+    state: str  # the folder it was found in
+    reason: str
+    moved_to: str  # its path now ('' when it could not be moved: it is skipped where it is)
 
 
 @dataclass(frozen=True)
@@ -71,17 +105,30 @@ class Request:
         return (json.dumps(doc, sort_keys=True) + "\n").encode()
 
     @classmethod
-    def from_bytes(cls, data: bytes, state: str) -> "Request":
-        doc = json.loads(data)
-        return cls(
-            id=str(doc["id"]),
-            args=tuple(str(a) for a in doc.get("args", ())),
-            enqueued_usec=int(doc.get("enqueued_usec", 0)),
-            attempts=int(doc.get("attempts", 0)),
-            last_status=doc.get("last_status"),
-            state=state,
-            by=str(doc.get("by", "")),
-        )
+    def from_bytes(cls, data: bytes, state: str, name: str) -> "Request":
+        """The request in file ``name``, or Malformed saying what is wrong with it. The id
+        is the file's name: a file whose content names another id is refused, or it would
+        be listed twice and its attempts counted on a name that is never read back."""
+        try:
+            doc = json.loads(data.decode("utf-8"))
+        except UnicodeDecodeError:
+            raise Malformed("not UTF-8 text") from None
+        except (ValueError, RecursionError):
+            raise Malformed(f"not JSON ({len(data)} bytes; a request cut short, or not one)") from None
+        if not isinstance(doc, dict):
+            raise Malformed(f"JSON {type(doc).__name__}, not an object")
+        for key, types in _FIELDS.items():
+            if key not in doc:
+                raise Malformed(f"no '{key}'")
+            if not isinstance(doc[key], types) or isinstance(doc[key], bool):
+                raise Malformed(f"'{key}' is {type(doc[key]).__name__}, not {' or '.join(t.__name__ for t in types)}")
+        if not all(isinstance(a, str) for a in doc["args"]):
+            raise Malformed("'args' holds something other than strings")
+        if doc["attempts"] < 0 or doc["enqueued_usec"] < 0:
+            raise Malformed("a negative counter")
+        if f"{doc['id']}{_SUFFIX}" != name:
+            raise Malformed(f"its id {str(doc['id'])[:40]!r} is not its file name")
+        return cls(doc["id"], tuple(doc["args"]), doc["enqueued_usec"], doc["attempts"], doc["last_status"], state, doc["by"])
 
 
 @dataclass(frozen=True)
@@ -99,6 +146,8 @@ class Spool:
     max_attempts: int = 3
     lock_timeout: float = 30.0  # how long enqueue waits for another enqueuer, seconds
     _clock: object = field(default=time.time_ns, repr=False)
+    # Told once about each file this process moved to malformed/ (the command logs it).
+    report: Callable[[SetAside], None] = field(default=lambda _: None, repr=False)
 
     # ------------------------------------------------------------------ layout
 
@@ -107,13 +156,14 @@ class Spool:
 
     def create(self) -> None:
         """Make the folders (tmpfiles.d makes SPOOL itself with its owner and mode)."""
-        for sub in ("tmp", *STATES):
+        for sub in SPOOL_FOLDERS:
             (self.root / sub).mkdir(mode=0o700, exist_ok=True)
 
     # ------------------------------------------------------------------ enqueue
 
     def enqueue(self, args: tuple[str, ...] = (), by: str = "") -> Enqueued:
-        """Record one request durably, or raise QueueFull. Safe from many processes at once."""
+        """Record one request durably, or raise QueueFull / TooBig / OSError (not recorded).
+        Safe from many processes at once."""
         self.create()
         with self._enqueue_lock():
             pending = self.list(PENDING)
@@ -122,6 +172,9 @@ class Spool:
                 if self.on_full == "coalesce" and same:
                     return Enqueued(same[-1], "coalesced", len(pending))
                 raise QueueFull(f"{len(pending)} requests pending (max_pending {self.max_pending})")
+            probe = Request(id="0" * _SEQ_WIDTH + "-00000000", args=tuple(args), by=by)
+            if len(probe.to_bytes()) > MAX_REQUEST_BYTES - 64:
+                raise TooBig(f"the arguments make a request of {len(probe.to_bytes())} bytes; at most {MAX_REQUEST_BYTES - 64}")
             seq = self._next_seq()
             req = Request(
                 id=f"{seq:0{_SEQ_WIDTH}d}-{secrets.token_hex(4)}",
@@ -134,7 +187,7 @@ class Spool:
 
     @contextlib.contextmanager
     def _enqueue_lock(self) -> Iterator[None]:
-        fd = os.open(self.root / ".enqueue.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC, 0o600)
+        fd = os.open(self.root / ".enqueue.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
             deadline = time.monotonic() + self.lock_timeout
             while True:
@@ -152,41 +205,151 @@ class Spool:
     def _next_seq(self) -> int:
         path = self.root / "seq"
         try:
-            last = int(path.read_text().strip() or 0)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+            try:
+                last = int(os.read(fd, 64).decode("ascii").strip() or 0)
+            finally:
+                os.close(fd)
+            if last < 0:
+                raise ValueError(last)
         except FileNotFoundError:
             last = 0
-        except ValueError:
-            # A damaged counter must not lose order: continue after the highest name on disk.
+        except (ValueError, UnicodeDecodeError, OSError):
+            # A damaged counter (text, a symlink, a folder) must not lose order: continue
+            # after the highest name on disk.
             last = max((int(r.id.split("-")[0]) for s in STATES for r in self.list(s)), default=0)
         seq = last + 1
-        _atomic_write(self.root, path, f"{seq}\n".encode())
+        self._atomic_write(path, f"{seq}\n".encode())
         return seq
 
     def _write_new(self, state: str, req: Request) -> None:
-        tmp = self.root / "tmp" / f"{req.id}{_SUFFIX}"
-        _write_synced(tmp, req.to_bytes())
-        os.rename(tmp, self.folder(state) / tmp.name)
+        tmp = self.root / TMP / f"{req.id}{_SUFFIX}"
+        try:
+            _write_synced(tmp, req.to_bytes(), self._owner())
+            os.rename(tmp, self.folder(state) / tmp.name)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
         _fsync_dir(self.folder(state))
+
+    def _owner(self) -> tuple[int, int] | None:
+        """The spool's owner, when root writes a file in someone else's spool: the file is
+        handed to them, or their drainer could not read it (and would set it aside)."""
+        if os.geteuid() != 0:
+            return None
+        st = os.stat(self.root)
+        return (st.st_uid, st.st_gid) if st.st_uid != 0 else None
 
     # ------------------------------------------------------------------ reading
 
     def list(self, state: str) -> list[Request]:
+        """The requests in ``state`` in arrival order; whatever else is there is set aside."""
         folder = self.folder(state)
         try:
-            names = sorted(n for n in os.listdir(folder) if n.endswith(_SUFFIX))
+            names = sorted(os.listdir(folder))
         except FileNotFoundError:
             return []
         out = []
         for name in names:
-            with contextlib.suppress(FileNotFoundError):  # drained between listdir and read
-                out.append(Request.from_bytes((folder / name).read_bytes(), state))
+            try:
+                out.append(self._read(state, name))
+            except FileNotFoundError:  # drained, dropped or set aside by another process meanwhile
+                continue
+            except Malformed as bad:
+                self._set_aside(state, name, str(bad))
+        return out
+
+    def _read(self, state: str, name: str) -> Request:
+        return self._inspect(self.folder(state) / name, name, state)
+
+    def _inspect(self, path: Path, name: str, state: str) -> Request:
+        """The request in ``path`` (named ``name``), or Malformed; nothing is followed,
+        opened beyond a regular file, or read past MAX_REQUEST_BYTES."""
+        if not (name.endswith(_SUFFIX) and REQUEST_ID.fullmatch(name[: -len(_SUFFIX)])):
+            raise Malformed("its name is not a request id (SEQ-HEX.json)")
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise Malformed("a symbolic link")
+        if not stat.S_ISREG(st.st_mode):
+            raise Malformed("not a regular file")
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
+        except PermissionError:
+            raise Malformed("not readable by this user") from None
+        except OSError as exc:
+            if exc.errno == errno.ELOOP:
+                raise Malformed("a symbolic link") from None
+            raise
+        try:
+            st = os.fstat(fd)  # the file opened, not a name swapped in after lstat
+            if not stat.S_ISREG(st.st_mode):
+                raise Malformed("not a regular file")
+            owner = os.stat(self.root).st_uid
+            if st.st_uid != owner:
+                raise Malformed(f"owned by uid {st.st_uid}, not by the spool's owner (uid {owner})")
+            if st.st_size > MAX_REQUEST_BYTES:
+                raise Malformed(f"{st.st_size} bytes, more than a request can be ({MAX_REQUEST_BYTES})")
+            data = _read_at_most(fd, MAX_REQUEST_BYTES + 1)
+        finally:
+            os.close(fd)
+        if len(data) > MAX_REQUEST_BYTES:
+            raise Malformed(f"more than {MAX_REQUEST_BYTES} bytes")
+        return Request.from_bytes(data, state, name)
+
+    def _set_aside(self, state: str, name: str, reason: str) -> None:
+        """Move a file that is not a request out of the queue's way, keeping it for the
+        operator; told to ``report`` only by the process whose rename moved it."""
+        aside = self.root / SET_ASIDE
+        aside.mkdir(mode=0o700, exist_ok=True)
+        dest = aside / name
+        n = 0
+        while os.path.lexists(dest):  # keep earlier ones: a name may come back
+            n += 1
+            dest = aside / f"{name}~{n}"
+        try:
+            os.rename(self.folder(state) / name, dest)
+        except FileNotFoundError:
+            return  # another process moved it first and reports it
+        except OSError as exc:
+            # Not ours to move (a folder of another owner: rename(2) needs to write its
+            # '..'): leave it, skip it, and say so; the requests around it still run.
+            self.report(SetAside(name, state, f"{reason}; cannot move it: {exc.strerror}", ""))
+            return
+        _fsync_dir(aside)
+        _fsync_dir(self.folder(state))
+        self.report(SetAside(name, state, reason, str(dest)))
+
+    def malformed(self) -> list[tuple[str, str]]:
+        """(file name, why) of everything in malformed/, for `jobgen queue`."""
+        aside = self.root / SET_ASIDE
+        try:
+            names = sorted(os.listdir(aside))
+        except FileNotFoundError:
+            return []
+        out = []
+        for name in names:
+            original = name.rsplit("~", 1)[0] if re.search(r"~[0-9]+$", name) else name
+            try:
+                self._inspect(aside / name, original, SET_ASIDE)
+                why = "a valid request now (move it back to pending/ to run it)"
+            except Malformed as bad:
+                why = str(bad)
+            except OSError as exc:
+                why = exc.strerror or str(exc)
+            out.append((name, why))
         return out
 
     def find(self, request_id: str) -> Request:
+        if not REQUEST_ID.fullmatch(request_id):
+            raise NoSuchRequest(request_id)
         for state in STATES:
-            path = self.folder(state) / f"{request_id}{_SUFFIX}"
-            if path.exists():
-                return Request.from_bytes(path.read_bytes(), state)
+            try:
+                return self._read(state, f"{request_id}{_SUFFIX}")
+            except FileNotFoundError:
+                continue
+            except Malformed as bad:
+                self._set_aside(state, f"{request_id}{_SUFFIX}", str(bad))
         raise NoSuchRequest(request_id)
 
     # ------------------------------------------------------------------ draining (lock held)
@@ -197,7 +360,7 @@ class Spool:
         for req in self.list(RUNNING):
             dest = FAILED if req.attempts >= self.max_attempts else PENDING
             self._move(req, RUNNING, dest)
-            moved.append(Request.from_bytes(self._path(dest, req).read_bytes(), dest))
+            moved.append(_with(req, state=dest))
         return moved
 
     def take(self) -> Request | None:
@@ -206,10 +369,10 @@ class Spool:
         if not pending:
             return None
         req = pending[0]
-        started = Request(req.id, req.args, req.enqueued_usec, req.attempts + 1, req.last_status, RUNNING, req.by)
+        started = _with(req, attempts=req.attempts + 1, state=RUNNING)
         # Count the attempt durably before the command can start: a SIGKILL mid-run still
         # used one attempt, so a request that kills its drainer cannot loop forever.
-        _atomic_write(self.folder(PENDING), self._path(PENDING, req), started.to_bytes())
+        self._atomic_write(self._path(PENDING, req), started.to_bytes())
         self._move(req, PENDING, RUNNING)
         return started
 
@@ -220,10 +383,17 @@ class Spool:
             _fsync_dir(self.folder(RUNNING))
             return "done"
         dest = FAILED if req.attempts >= self.max_attempts else PENDING
-        ended = Request(req.id, req.args, req.enqueued_usec, req.attempts, status, RUNNING, req.by)
-        _atomic_write(self.folder(RUNNING), self._path(RUNNING, req), ended.to_bytes())
+        self._atomic_write(self._path(RUNNING, req), _with(req, last_status=status).to_bytes())
         self._move(req, RUNNING, dest)
         return "failed" if dest == FAILED else "retry"
+
+    def put_back(self, req: Request) -> Request:
+        """An orderly stop interrupted the request: back to pending, first in line, with
+        the attempt ``take`` counted given back (the stop was not the request's failure)."""
+        back = _with(req, attempts=max(0, req.attempts - 1), state=PENDING)
+        self._atomic_write(self._path(RUNNING, req), back.to_bytes())
+        self._move(req, RUNNING, PENDING)
+        return back
 
     # ------------------------------------------------------------------ operator actions
 
@@ -232,8 +402,7 @@ class Spool:
         req = self.find(request_id)
         if req.state != FAILED:
             raise NoSuchRequest(f"{request_id} is {req.state}, not failed")
-        fresh = Request(req.id, req.args, req.enqueued_usec, 0, req.last_status, FAILED, req.by)
-        _atomic_write(self.folder(FAILED), self._path(FAILED, req), fresh.to_bytes())
+        self._atomic_write(self._path(FAILED, req), _with(req, attempts=0).to_bytes())
         self._move(req, FAILED, PENDING)
         return self.find(request_id)
 
@@ -256,26 +425,53 @@ class Spool:
         _fsync_dir(self.folder(dest))
         _fsync_dir(self.folder(src))
 
+    def _atomic_write(self, path: Path, data: bytes) -> None:
+        """Replace ``path`` with ``data`` whole or not at all. The temporary file is made in
+        tmp/, never beside ``path``: nothing but complete requests ever shows in pending/
+        (the .path unit's DirectoryNotEmpty= would start a drainer for a leftover)."""
+        tmp = self.root / TMP / f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp"
+        try:
+            _write_synced(tmp, data, self._owner())
+            os.replace(tmp, path)
+        except BaseException:
+            with contextlib.suppress(OSError):
+                os.unlink(tmp)
+            raise
+        _fsync_dir(path.parent)
 
-def _write_synced(path: Path, data: bytes) -> None:
-    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC, 0o600)
+
+def _with(req: Request, **changes) -> Request:
+    doc = asdict(req) | changes
+    doc["args"] = tuple(doc["args"])
+    return Request(**doc)
+
+
+def _read_at_most(fd: int, limit: int) -> bytes:
+    chunks, size = [], 0
+    while size < limit and (chunk := os.read(fd, min(1 << 16, limit - size))):
+        chunks.append(chunk)
+        size += len(chunk)
+    return b"".join(chunks)
+
+
+def _write_synced(path: Path, data: bytes, owner: tuple[int, int] | None = None) -> None:
+    """All of ``data`` in a new file, on disk, or an OSError: os.write may write less than
+    asked (a nearly full file system writes what fits), so loop until all is written; the
+    next write then fails with ENOSPC instead of leaving a short file behind."""
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
     try:
-        os.write(fd, data)
+        if owner is not None:
+            os.fchown(fd, *owner)
+        view = memoryview(data)
+        while view:
+            view = view[os.write(fd, view):]
         os.fsync(fd)
+    except OSError as exc:
+        if exc.filename is None:  # write(2)/fsync(2) errors name no file: say which
+            raise OSError(exc.errno, exc.strerror, str(path)) from None
+        raise
     finally:
         os.close(fd)
-
-
-def _atomic_write(folder: Path, path: Path, data: bytes) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
-    try:
-        _write_synced(tmp, data)
-        os.replace(tmp, path)
-    except BaseException:
-        with contextlib.suppress(OSError):
-            os.unlink(tmp)
-        raise
-    _fsync_dir(folder)
 
 
 def _fsync_dir(folder: Path) -> None:

@@ -1,0 +1,36 @@
+"""Outcome words: the JOBGEN_OUTCOME field of jobgen's journal lines, in one place.
+
+The reporter of every job unit (compiler/plan.py REPORTER) writes one of RUN per run;
+`jobgen status` (host/status.py) counts them in this order. The queue commands
+(runtime/queue/) write the QUEUE words per request. A word is defined here once and
+imported wherever it is written, matched or counted.
+"""
+
+SUCCESS, FAILED, TIMEOUT, DEFERRED = "success", "failed", "timeout", "deferred"
+# An orderly stop (`systemctl stop`, a shutdown) ended the run: systemd's stop signal
+# killed it (systemd.kill(5) KillSignal=, SIGTERM by default), not the job's own failure.
+# A queued request interrupted this way goes back to pending without spending an attempt.
+STOPPED = "stopped"
+# A lock conflict's words come from the overlap policy (contract/policies.py OVERLAP).
+SKIPPED, WAIT_EXPIRED = "skipped", "wait-expired"
+
+# What the reporter can write, in the order `jobgen status` lists them.
+RUN = (SUCCESS, FAILED, TIMEOUT, SKIPPED, WAIT_EXPIRED, DEFERRED, STOPPED)
+
+# The queue commands' words (README "overlap: queue").
+SET_ASIDE, REJECTED = "set-aside", "rejected"
+QUEUE: dict[str, str] = {
+    "enqueued": "a request was recorded",
+    "coalesced": "the queue was full and an equal request was already pending",
+    REJECTED: "the queue was full or the request could not be written: not recorded",
+    "started": "a drainer started a request (its attempt is counted first)",
+    "done": "the request's command exited 0: removed",
+    "retry": "the command failed: the request stays first in line for the next drain",
+    FAILED: "the command failed for the max_attempts-th time: moved to failed/",
+    TIMEOUT: "the request ran past the job's timeout and was stopped",
+    "recovered": "a drainer found a request a killed drainer had left running",
+    STOPPED: "the drainer was stopped while the request ran: back to pending, attempt not counted",
+    SET_ASIDE: "a spool file that is not a complete request was moved aside (never run)",
+    "retried": "an operator moved a failed request back to pending",
+    "dropped": "an operator removed a request",
+}
