@@ -7,6 +7,7 @@ journald fills in itself) as real systemd 252 and 257 wrote them for the reporte
 
 import json
 import re
+import subprocess
 
 import pytest
 
@@ -153,3 +154,20 @@ def test_prometheus_textfile():
             announced.add(line.split()[2])
         elif not line.startswith("#"):
             assert line.split("{")[0] in announced, line
+
+
+def test_a_user_who_sees_only_their_own_lines_is_told_so():
+    """journalctl exits 0 for a user outside the journal's groups who can read some journal
+    files, with this notice on stderr (src/shared/journal-util.c, 252 and 257, the form
+    without ACLs): every job would look idle."""
+    hint = ("Hint: You are currently not seeing messages from other users and the system.\n"
+            "      Users in the 'systemd-journal' group can see all messages. Pass -q to\n"
+            "      turn off this notice.\n")
+
+    def journalctl(argv, **kw):
+        return subprocess.CompletedProcess(argv, 0, "", hint)
+
+    with pytest.raises(status.StatusError) as e:
+        status.collect(SOURCES, run=journalctl)
+    assert (e.value.kind, str(e.value)) == ("journal", "cannot read the system journal as this user (journalctl shows "
+                                            "it only to root and the groups systemd-journal and adm); run jobgen status as one of them")

@@ -138,3 +138,10 @@ def test_status_counts_what_ran(scenario, systemd_jobgen):
     r = c.run("jobgen", "status", "/root/status.yaml", "-o", "/root/prom/jobgen.prom", check=False)
     assert (r.returncode, r.stderr) == (73, "jobgen: error: cannot write /root/prom/jobgen.prom: Is a directory\n")
     assert c.run("ls", "-A", "/root/prom").stdout.split() == ["jobgen.prom"]
+    # A user who may not read the system journal would see every job idle: an error instead
+    # (nobody has no journal files of its own here, so journalctl itself fails).
+    c.run("install", "-m", "644", "/root/status.yaml", "/tmp/status.yaml")
+    r = c.run("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups", "jobgen", "status", "/tmp/status.yaml", check=False)
+    assert (r.returncode, r.stdout) == (4, "")
+    assert r.stderr == ("jobgen: error: cannot read the journal: journalctl exited 1: "
+                        "No journal files were opened due to insufficient permissions.\n")

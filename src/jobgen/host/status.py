@@ -270,6 +270,12 @@ def collect(sources: list[Source], since: str = DEFAULT_SINCE, run: Run = subpro
             raise StatusError("since", f"--since {since}: journalctl cannot read it as a time ({said}); "
                                        "give e.g. -24h, today or '2026-12-01 00:00'")
         raise StatusError("journal", f"cannot read the journal: journalctl exited {journal.returncode}: {said}")
+    if "You are currently not seeing messages from" in journal.stderr:
+        # journalctl exits 0 for a user outside the journal's groups and shows only what that
+        # user may read, with this notice (src/shared/journal-util.c, 252..257): every job
+        # would look idle.
+        raise StatusError("journal", "cannot read the system journal as this user (journalctl shows it only to root "
+                                     "and the groups systemd-journal and adm); run jobgen status as one of them")
     timers: dict[str, dict[str, str]] = {}
     if jobs:
         show = _ask(run, ["systemctl", "show", "-p", ",".join(SHOW_PROPERTIES), *(f"{j}.timer" for j in jobs)], env, "systemd")
