@@ -28,6 +28,7 @@ MANIFEST = textwrap.dedent("""\
       st-skip: {command: [/bin/echo, begin], schedule: yearly}
       st-again: {command: [/bin/echo, ran], schedule: yearly}
       st-queue: {command: [/bin/true], schedule: yearly, overlap: queue, hardening: none}
+      st-user: {command: [/bin/true], schedule: yearly, user: nobody}
     """)
 
 # What journald stores for a line sent with the reporter's own fields (compiler/plan.py REPORTER).
@@ -52,11 +53,13 @@ def test_status_counts_what_ran(scenario, systemd_jobgen):
     scenario.release_lock(holder)
     c.systemctl("start", "st-again.service")
     c.systemctl("start", "st-again.service", check=False)  # within 2s of the end: deferred below 257
+    c.systemctl("start", "st-user.service")
     again = ["success", "deferred"] if scenario.release == "252" else ["success", "success"]
     assert scenario.wait_outcomes("st-ok") == ["success"]
     assert scenario.wait_outcomes("st-fail") == ["failed"]
     assert scenario.wait_outcomes("st-skip") == ["skipped"]
     assert scenario.wait_outcomes("st-again", 2) == again
+    assert scenario.wait_outcomes("st-user") == ["success"]
     c.systemctl("start", "st-queue.service")  # the enqueuer; its drainer runs the request
     scenario.wait_for(lambda: [e["JOBGEN_OUTCOME"] for e in scenario.outcomes("st-queue")], lambda o: "done" in o, 60,
                       "st-queue's request drained")
@@ -65,6 +68,11 @@ def test_status_counts_what_ran(scenario, systemd_jobgen):
     # st-fail's real invocation ID copied in), one sent by root from a shell, and a request
     # recorded by hand for st-fail. Wait until journald has them all.
     (real,) = scenario.outcomes("st-fail")
+    # What journald made of the reporter's line: the kernel's uid of the sender, and the unit
+    # when journald read the sender's cgroup before logger exited (about 4 lines in 5 here).
+    assert real["_UID"] == "0" and real.get("_SYSTEMD_UNIT") in (None, "st-fail.service")
+    (user,) = scenario.outcomes("st-user")
+    assert user["_UID"] == "65534" and user.get("_SYSTEMD_UNIT") in (None, "st-user.service")
     nobody = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups")
     forge(c, "", *nobody)
     forge(c, real["JOBGEN_INVOCATION_ID"], *nobody)
@@ -77,13 +85,14 @@ def test_status_counts_what_ran(scenario, systemd_jobgen):
 
     doc = json.loads(c.run("jobgen", "status", "/root/status.yaml", "--since=-1h", "--format", "json").stdout)
     jobs = {j["name"]: j for j in doc["jobs"]}
-    assert sorted(jobs) == ["st-again", "st-fail", "st-ok", "st-queue", "st-skip"]
+    assert sorted(jobs) == ["st-again", "st-fail", "st-ok", "st-queue", "st-skip", "st-user"]
 
     def nonzero(name):
         return {k: v for k, v in jobs[name]["counts"].items() if v}
 
     assert nonzero("st-ok") == {"success": 1}
     assert nonzero("st-fail") == {"failed": 1}
+    assert nonzero("st-user") == {"success": 1}  # its reporter runs as nobody, the job's user
     assert nonzero("st-skip") == {"skipped": 1}
     assert nonzero("st-again") == ({"success": 1, "deferred": 1} if scenario.release == "252" else {"success": 2})
     assert (jobs["st-fail"]["last_outcome"], jobs["st-fail"]["last_exit_status"]) == ("failed", "1")
