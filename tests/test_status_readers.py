@@ -6,6 +6,7 @@ journald fills in itself) as real systemd 252 and 257 wrote them for the reporte
 `logger --journald` (tests/e2e/test_status.py shows the same on a booted container)."""
 
 import json
+import os
 import re
 import subprocess
 
@@ -171,3 +172,23 @@ def test_a_user_who_sees_only_their_own_lines_is_told_so():
         status.collect(SOURCES, run=journalctl)
     assert (e.value.kind, str(e.value)) == ("journal", "cannot read the system journal as this user (journalctl shows "
                                             "it only to root and the groups systemd-journal and adm); run jobgen status as one of them")
+
+
+def test_the_queue_commands_log_only_contract_words(tmp_path):
+    """A real spool and drain: every outcome the spool and the drainer hand to the journal
+    is a queue event of contract/outcomes.py (a word outside it would be dropped by status)."""
+    from jobgen.runtime.queue.drain import drain
+    from jobgen.runtime.queue.spool import Spool
+
+    for name in ("spool", "slow"):
+        (tmp_path / name).mkdir(mode=0o700)  # tmpfiles.d makes the spool itself
+    spool = Spool(tmp_path / "spool", max_pending=2, on_full="reject", max_attempts=1)
+    words = [spool.enqueue(("ok",)).outcome, spool.enqueue(("bad",)).outcome]
+    script = ("/bin/sh", "-c", '[ "$1" = ok ] || exit 3', "job")
+    drain(spool, script, dict(os.environ), lambda word, req, message: words.append(word))
+    slow = Spool(tmp_path / "slow")
+    slow.enqueue(("30",))
+    drain(slow, ("/bin/sleep",), dict(os.environ), lambda word, req, message: words.append(word), timeout=1)
+    assert words[:3] == ["enqueued", "enqueued", "started"]
+    assert set(words) <= set(QUEUE_EVENTS), sorted(set(words) - set(QUEUE_EVENTS))
+    assert {"done", "failed", "timeout"} <= set(words)
