@@ -1,18 +1,116 @@
 """host/status.py's readers and formats on the text journalctl and systemctl print (the whole
-command is tested on real systemd in tests/e2e/test_status.py)."""
+command is tested on real systemd in tests/e2e/test_status.py).
+
+Which journal lines count: journald's trusted fields (the ones starting with '_', which
+journald fills in itself) as real systemd 252 and 257 wrote them for the reporter's
+`logger --journald` (tests/e2e/test_status.py shows the same on a booted container)."""
 
 import json
+import os
+import re
+import subprocess
 
+import pytest
+
+from jobgen.compiler.plan import REPORTER
+from jobgen.contract.outcomes import QUEUE_EVENTS, RUN
+from jobgen.contract.policies import OVERLAP
 from jobgen.host import status
 
-JOURNAL = [
-    json.dumps({"SYSLOG_IDENTIFIER": "jobgen", "JOBGEN_JOB": "a", "JOBGEN_OUTCOME": "success", "JOBGEN_EXIT_STATUS": "0",
-                "__REALTIME_TIMESTAMP": "1798761600000000"}),
-    json.dumps({"SYSLOG_IDENTIFIER": "jobgen", "JOBGEN_JOB": "a", "JOBGEN_OUTCOME": "skipped", "JOBGEN_EXIT_STATUS": "75",
-                "__REALTIME_TIMESTAMP": "1798761660500000"}),
-    json.dumps({"SYSLOG_IDENTIFIER": "other", "JOBGEN_JOB": "a", "JOBGEN_OUTCOME": "failed"}),  # not the reporter
-    "not json",
+T0 = 1798761600_000000  # µs
+
+
+def reporter(outcome, *, uid="0", unit="a.service", invocation="i1", job="a", t=0, **extra):
+    """A reporter line as journald stores it; unit=None: journald lost the race for the sender's cgroup."""
+    e = {"SYSLOG_IDENTIFIER": "jobgen", "JOBGEN_JOB": job, "JOBGEN_OUTCOME": outcome, "JOBGEN_EXIT_STATUS": "0",
+         "JOBGEN_INVOCATION_ID": invocation, "_UID": uid, "_COMM": "logger", "__REALTIME_TIMESTAMP": str(T0 + t)}
+    if unit is not None:
+        e |= {"_SYSTEMD_UNIT": unit, "_SYSTEMD_INVOCATION_ID": invocation}
+    return e | extra
+
+
+def manager(unit, invocation):
+    """systemd's own line about an activation (PID 1, as root)."""
+    return {"MESSAGE": f"Finished {unit}.", "UNIT": unit, "INVOCATION_ID": invocation, "_PID": "1", "_UID": "0",
+            "__REALTIME_TIMESTAMP": str(T0)}
+
+
+# job a runs as root (a.service), job u as uid 1000 (u.service), job q is overlap: queue
+SOURCES = [
+    status.Source("a", "a.service", status.RUN, 0),
+    status.Source("u", "u.service", status.RUN, 1000),
+    status.Source("q", "q.service", status.QUEUE, 0),
+    status.Source("q", "q-drain.service", status.QUEUE, 0),
 ]
+WITNESSES = [manager("a.service", "i2"), manager("u.service", "i3"), manager("b.service", "i4")]
+
+# (what, line, counted?)
+LINES = [
+    ("the reporter, journald names its unit", reporter("failed"), True),
+    ("the reporter as the job's user", reporter("failed", job="u", unit="u.service", uid="1000"), True),
+    ("journald lost the race; systemd logged that activation of a.service", reporter("failed", unit=None, invocation="i2"), True),
+    ("journald lost the race; nothing vouches for the invocation", reporter("failed", unit=None, invocation="i9"), False),
+    ("another user, no unit (logger --journald from a shell)", reporter("success", unit=None, uid="65534"), False),
+    ("another user, copying a witnessed invocation", reporter("success", unit=None, uid="65534", invocation="i2"), False),
+    ("root from a login session", reporter("success", unit="session-4.scope"), False),
+    ("another job's unit naming job a", reporter("success", unit="b.service", invocation="i4"), False),
+    ("another job's activation, named for job a", reporter("success", unit=None, invocation="i4"), False),
+    ("root inside u.service, whose processes run as uid 1000", reporter("success", job="u", unit="u.service"), False),
+    ("uid 1000 outside u.service", reporter("success", job="u", unit="user@1000.service", uid="1000"), False),
+    ("not the reporter's identifier", reporter("success", SYSLOG_IDENTIFIER="other"), False),
+]
+
+
+@pytest.mark.parametrize("what,line,counted", LINES, ids=[w for w, _, _ in LINES])
+def test_a_line_counts_only_from_the_jobs_own_unit_and_user(what, line, counted):
+    got = status.attest([*WITNESSES, line], SOURCES)
+    assert [entry for _, entry in got] == ([line] if counted else [])
+
+
+def test_a_forged_success_after_a_real_failure_changes_nothing():
+    lines = [reporter("failed"), reporter("success", unit=None, uid="65534", invocation="", t=1_000_000)]
+    (a,) = status.summarize(["a"], status.attest(lines, SOURCES), {})
+    assert (a.last_outcome, {k: v for k, v in a.counts.items() if v}) == ("failed", {"failed": 1})
+
+
+def test_one_run_outcome_per_activation():
+    # the unit's own line wins over a line that only names the invocation
+    lines = [manager("a.service", "i1"), reporter("failed", t=1), reporter("success", unit=None, t=2)]
+    (a,) = status.summarize(["a"], status.attest(lines, SOURCES), {})
+    assert (a.last_outcome, sum(a.counts.values())) == ("failed", 1)
+
+
+def test_queue_events_are_kept_apart_from_run_outcomes():
+    lines = [reporter("failed"),
+             reporter("enqueued", job="q", unit="q.service", invocation="e1", t=1),
+             reporter("started", job="q", unit="q-drain.service", invocation="d1", t=2),
+             reporter("failed", job="q", unit="q-drain.service", invocation="d1", t=3),
+             reporter("enqueued", job="a", unit="a.service", invocation="i5", t=4)]  # not a's queue: a word a run never ends with
+    a, q = status.summarize(["a", "q"], status.attest(lines, SOURCES), {}, queued={"q"})
+    assert (a.last_outcome, sum(a.counts.values()), a.queued) == ("failed", 1, False)
+    assert (q.last_outcome, sum(q.counts.values())) == (None, 0)
+    assert {k: v for k, v in q.queue_counts.items() if v} == {"enqueued": 1, "started": 1, "failed": 1}
+    assert q.last_queue_event == "failed"
+    prom = status.as_prometheus([a, q]).splitlines()
+    assert 'jobgen_last_outcome{job="a",outcome="failed"} 1' in prom
+    assert not any(line.startswith("jobgen_last_outcome{job=\"q\"") for line in prom)
+    assert 'jobgen_queue_events{job="q",event="enqueued"} 1' in prom
+    assert not any(line.startswith('jobgen_queue_events{job="a"') for line in prom)
+
+
+def test_outcome_words_are_the_contracts():
+    # the reporter's case arms and the policies' conflict outcomes use only RUN
+    written = set(re.findall(r"o=([a-z-]+) ;;", REPORTER)) | {p.conflict_outcome for p in OVERLAP.values()}
+    assert written <= set(RUN)
+    assert status.OUTCOMES is RUN
+    assert "enqueued" in QUEUE_EVENTS and "enqueued" not in RUN
+
+
+def test_uid_of():
+    assert (status.uid_of(None), status.uid_of("root"), status.uid_of("1234")) == (0, 0, 1234)
+    assert status.uid_of("no-such-user-jobgen") is None
+
+
 # `TZ=UTC systemctl show -p Id,NextElapseUSecRealtime,UnitFileState,ActiveState,LoadState a.timer b.timer` (252)
 SHOW = """NextElapseUSecRealtime=Fri 2027-01-01 00:00:00 UTC
 Id=a.timer
@@ -26,10 +124,16 @@ LoadState=not-found
 ActiveState=inactive
 UnitFileState=
 """
+JOURNAL = [
+    json.dumps(reporter("success", invocation="r1")),
+    json.dumps(reporter("skipped", invocation="r2", JOBGEN_EXIT_STATUS="75", t=60_500_000)),
+    "not json",
+]
+B = [status.Source("b", "b.service", status.RUN, 0)]
 
 
 def test_counts_last_run_and_timer():
-    a, b = status.summarize(["a", "b"], status.read_journal(JOURNAL), status.read_show(SHOW))
+    a, b = status.summarize(["a", "b"], status.attest(status.read_journal(JOURNAL), SOURCES + B), status.read_show(SHOW))
     assert {k: v for k, v in a.counts.items() if v} == {"success": 1, "skipped": 1}
     assert (a.last_outcome, a.last_exit_status, a.last_run) == ("skipped", "75", 1798761660.5)
     assert (a.next_elapse, a.timer_enabled, a.timer_active) == (1798761600.0, True, True)
@@ -37,7 +141,7 @@ def test_counts_last_run_and_timer():
 
 
 def test_prometheus_textfile():
-    text = status.as_prometheus(status.summarize(["a"], status.read_journal(JOURNAL), status.read_show(SHOW)))
+    text = status.as_prometheus(status.summarize(["a"], status.attest(status.read_journal(JOURNAL), SOURCES), status.read_show(SHOW)))
     lines = text.splitlines()
     assert 'jobgen_runs{job="a",outcome="skipped"} 1' in lines
     assert 'jobgen_last_outcome{job="a",outcome="skipped"} 1' in lines
@@ -51,3 +155,40 @@ def test_prometheus_textfile():
             announced.add(line.split()[2])
         elif not line.startswith("#"):
             assert line.split("{")[0] in announced, line
+
+
+def test_a_user_who_sees_only_their_own_lines_is_told_so():
+    """journalctl exits 0 for a user outside the journal's groups who can read some journal
+    files, with this notice on stderr (src/shared/journal-util.c, 252 and 257, the form
+    without ACLs): every job would look idle."""
+    hint = ("Hint: You are currently not seeing messages from other users and the system.\n"
+            "      Users in the 'systemd-journal' group can see all messages. Pass -q to\n"
+            "      turn off this notice.\n")
+
+    def journalctl(argv, **kw):
+        return subprocess.CompletedProcess(argv, 0, "", hint)
+
+    with pytest.raises(status.StatusError) as e:
+        status.collect(SOURCES, run=journalctl)
+    assert (e.value.kind, str(e.value)) == ("journal", "cannot read the system journal as this user (journalctl shows "
+                                            "it only to root and the groups systemd-journal and adm); run jobgen status as one of them")
+
+
+def test_the_queue_commands_log_only_contract_words(tmp_path):
+    """A real spool and drain: every outcome the spool and the drainer hand to the journal
+    is a queue event of contract/outcomes.py (a word outside it would be dropped by status)."""
+    from jobgen.runtime.queue.drain import drain
+    from jobgen.runtime.queue.spool import Spool
+
+    for name in ("spool", "slow"):
+        (tmp_path / name).mkdir(mode=0o700)  # tmpfiles.d makes the spool itself
+    spool = Spool(tmp_path / "spool", max_pending=2, on_full="reject", max_attempts=1)
+    words = [spool.enqueue(("ok",)).outcome, spool.enqueue(("bad",)).outcome]
+    script = ("/bin/sh", "-c", '[ "$1" = ok ] || exit 3', "job")
+    drain(spool, script, dict(os.environ), lambda word, req, message: words.append(word))
+    slow = Spool(tmp_path / "slow")
+    slow.enqueue(("30",))
+    drain(slow, ("/bin/sleep",), dict(os.environ), lambda word, req, message: words.append(word), timeout=1)
+    assert words[:3] == ["enqueued", "enqueued", "started"]
+    assert set(words) <= set(QUEUE_EVENTS), sorted(set(words) - set(QUEUE_EVENTS))
+    assert {"done", "failed", "timeout"} <= set(words)

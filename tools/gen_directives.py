@@ -252,6 +252,35 @@ def parse_install(text: str) -> set[str]:
     return {m["key"] for m in INSTALL_ITEM.finditer(text)}
 
 
+def release_keys(gperf_text: str, install_text: str, where: str) -> dict[tuple[str, str], bool]:
+    """One release's usable keys: {(section, key): warn_only}, from its parser table and
+    install.c (a git tag's, or an unpacked source tree's: tests/test_directive_table.py)."""
+    table = parse_gperf(gperf_text, where)
+    install_keys = parse_install(install_text)
+    gperf_install = {k for (s, k) in table if s == "Install"}
+    if gperf_install != install_keys:
+        print(f"gen_directives: note: {where} [Install] differs: parser table "
+              f"{sorted(gperf_install)} install.c {sorted(install_keys)}", file=sys.stderr)
+    # An [Install] key is usable only where both PID 1 (which must not
+    # warn) and systemctl enable (which acts on it) know it.
+    return {k: e.warn_only for k, e in table.items() if k[0] != "Install" or k[1] in install_keys}
+
+
+def probe_tree(root: Path) -> set[tuple[str, str, str]]:
+    """The VALUE_PROBES that match in one unpacked source tree, as `git grep` matches them
+    at a tag: a pathspec is a file, a folder (everything under it) or a glob."""
+    hits = set()
+    for section, directive, value, pathspec, regex in VALUE_PROBES:
+        if (root / pathspec).is_dir():
+            files = [p for p in (root / pathspec).rglob("*") if p.is_file()]
+        else:
+            files = list(root.glob(pathspec))
+        pattern = re.compile(regex)
+        if any(pattern.search(f.read_text(errors="replace")) for f in files):
+            hits.add((section, directive, value))
+    return hits
+
+
 def gperf_path(tag: int) -> str:
     return GPERF_M4 if tag <= 248 else GPERF_IN
 
@@ -405,19 +434,7 @@ def main(argv: list[str] | None = None) -> int:
         text = show(args.git_dir, tag, path)
         if text is None:
             sys.exit(f"gen_directives: v{tag} has no {path}")
-        table = parse_gperf(text, f"{path}@v{tag}")
-        install_text = show(args.git_dir, tag, INSTALL_C) or ""
-        install_keys = parse_install(install_text)
-        gperf_install = {k for (s, k) in table if s == "Install"}
-        if gperf_install != install_keys:
-            print(f"gen_directives: note: v{tag} [Install] differs: parser table "
-                  f"{sorted(gperf_install)} install.c {sorted(install_keys)}", file=sys.stderr)
-        # An [Install] key is usable only where both PID 1 (which must not
-        # warn) and systemctl enable (which acts on it) know it.
-        present[tag] = {
-            k: e.warn_only for k, e in table.items()
-            if k[0] != "Install" or k[1] in install_keys
-        }
+        present[tag] = release_keys(text, show(args.git_dir, tag, INSTALL_C) or "", f"{path}@v{tag}")
     rows = history(tags, present)
     values = probe_values(args.git_dir, tags)
     last_commit = git(args.git_dir, "rev-parse", f"v{tags[-1]}^{{commit}}").strip()

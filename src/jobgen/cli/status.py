@@ -12,7 +12,10 @@ from typing import Optional
 import typer
 
 from jobgen.cli.app import Format, build_all, err
-from jobgen.cli.exits import EXIT_INVALID
+from jobgen.cli.exits import EXIT_INVALID, EXIT_OUTPUT, EXIT_REFUSED
+
+# host.StatusError.kind -> exit code (README "Exit codes")
+EXITS = {"since": EXIT_INVALID, "systemd": EXIT_REFUSED, "journal": EXIT_REFUSED}
 
 
 class StatusFormat(str, Enum):
@@ -26,52 +29,85 @@ def _when(t: float | None) -> str:
 
 
 def _text(statuses, since: str) -> list[str]:
-    from jobgen.host.status import OUTCOMES
+    from jobgen.contract.outcomes import RUN
 
-    head = ["JOB", "LAST RUN", "LAST", *OUTCOMES, "NEXT", "TIMER"]
+    head = ["JOB", "LAST RUN", "LAST", *RUN, "NEXT", "TIMER", "QUEUE"]
     rows = [head]
     for s in statuses:
         timer = "-" if s.timer_enabled is None else ("enabled" if s.timer_enabled else "disabled")
         if s.timer_enabled is not None and not s.timer_active:
             timer += ", inactive"
-        rows.append([s.name, _when(s.last_run), s.last_outcome or "-", *(str(s.counts[o]) for o in OUTCOMES),
-                     _when(s.next_elapse), timer])
+        queue = "-" if not s.queued else f"{s.last_queue_event or '-'} ({sum(s.queue_counts.values())} events)"
+        rows.append([s.name, _when(s.last_run), s.last_outcome or "-", *(str(s.counts[o]) for o in RUN),
+                     _when(s.next_elapse), timer, queue])
     widths = [max(len(r[i]) for r in rows) for i in range(len(head))]
     lines = [f"runs since {since}"]
     lines += ["  ".join(cell.ljust(w) for cell, w in zip(row, widths)).rstrip() for row in rows]
     return lines
 
 
-def _write(path: Path, text: str) -> None:
-    """Atomically, so node_exporter never reads half a file."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
-    with os.fdopen(fd, "w", encoding="utf-8") as f:
-        f.write(text)
-    os.chmod(tmp, 0o644)
-    os.replace(tmp, path)
+class _Textfile:
+    """The -o file, written atomically so node_exporter's textfile collector never reads half
+    of it: a temporary file in the same folder, made before the host is asked (a folder that
+    cannot be written fails at once), then filled, flushed and renamed over the old file. On
+    any failure the old file stays as it was and the temporary file is removed."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        fd, self.tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        self.file = os.fdopen(fd, "w", encoding="utf-8")
+
+    def commit(self, text: str) -> None:
+        try:
+            self.file.write(text)
+            self.file.flush()
+            os.fchmod(self.file.fileno(), 0o644)
+            os.fsync(self.file.fileno())
+            self.file.close()
+            os.replace(self.tmp, self.path)
+        except BaseException:
+            self.discard()
+            raise
+
+    def discard(self) -> None:
+        self.file.close()
+        try:
+            os.unlink(self.tmp)
+        except OSError:
+            pass
+
+
+def _cannot_write(path: Path, exc: OSError) -> typer.Exit:
+    err(f"jobgen: error: cannot write {path}: {exc.strerror or exc}")
+    return typer.Exit(EXIT_OUTPUT)
 
 
 def register(app: typer.Typer) -> None:
     @app.command()
     def status(
-        manifest: Optional[Path] = typer.Argument(None, help="Only this manifest's jobs (default: every job that logged)."),
+        manifest: Path = typer.Argument(..., metavar="MANIFEST", help="The manifest whose jobs to report (their units and users come from it)."),
         since: str = typer.Option("-24h", "--since", help="Window start, as journalctl --since takes it: -24h, today, 2026-12-01."),
         fmt: StatusFormat = typer.Option(StatusFormat.text, "--format", help="text, json, or prometheus (node_exporter textfile)."),
         output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Write here (atomically) instead of standard output."),
     ) -> None:
-        """Per job on this host: last run and outcome, outcome counts, next elapse, timer enabled."""
+        """Per job on this host: last run and outcome, outcome counts, queue events, next elapse, timer enabled."""
         from jobgen.compiler import plan
         from jobgen.host import status as host
 
-        jobs = None
-        if manifest is not None:
-            (result,) = build_all([manifest], None, plan.DEFAULT_HOLDER, Format.text)
-            jobs = sorted(result.plan.runs)
+        (result,) = build_all([manifest], None, plan.DEFAULT_HOLDER, Format.text)
+        users = {job: run.user for job, run in result.plan.runs.items()}
+        sources = host.sources_of(result.plan.journal_units, users)
         try:
-            statuses = host.collect(jobs, since)
-        except (OSError, RuntimeError) as exc:
+            textfile = _Textfile(output) if output is not None else None
+        except OSError as exc:
+            raise _cannot_write(output, exc) from None
+        try:
+            statuses = host.collect(sources, since)
+        except host.StatusError as exc:
+            if textfile is not None:
+                textfile.discard()
             err(f"jobgen: error: {exc}")
-            raise typer.Exit(EXIT_INVALID)
+            raise typer.Exit(EXITS[exc.kind]) from None
         if fmt == StatusFormat.json:
             import json
 
@@ -80,7 +116,10 @@ def register(app: typer.Typer) -> None:
             text = host.as_prometheus(statuses)
         else:
             text = "\n".join(_text(statuses, since)) + "\n"
-        if output is None:
+        if textfile is None:
             typer.echo(text, nl=False)
-        else:
-            _write(output, text)
+            return
+        try:
+            textfile.commit(text)
+        except OSError as exc:
+            raise _cannot_write(output, exc) from None

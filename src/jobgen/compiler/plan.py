@@ -174,6 +174,10 @@ class Plan:
     # Jobs whose units exec the holder (`jobgen lock|enqueue|drain`), at the key that made
     # them: the CLI warns when that executable is missing (status=203/EXEC otherwise).
     holder_jobs: tuple[tuple[str, Pos], ...] = field(compare=False, default=())
+    # job -> ((service, kind), ...): the units whose journal lines are the job's own, kind
+    # "run" (the reporter's unit) or "queue" (enqueuer and drainer). `jobgen status` counts
+    # a line only when journald attests it came from one of these (host/status.py).
+    journal_units: dict[str, tuple[tuple[str, str], ...]] = field(compare=False, default_factory=dict)
 
 
 # --------------------------------------------------------------------------- hardening
@@ -729,6 +733,7 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
     runs: dict[str, RunSpec] = {}
     tmp_lines: list[str] = []
     queues: dict[str, tuple[str, ...]] = {}
+    journal_units: dict[str, tuple[tuple[str, str], ...]] = {}
     for job in manifest.jobs:
         if job.policy.queues:
             units, run, lines, queues[job.name] = _queue_files(ctx, job)
@@ -736,6 +741,8 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
             units, run, lines = _job_files(ctx, job)
         files += units
         runs[job.name] = run
+        kind = "queue" if job.policy.queues else "run"
+        journal_units[job.name] = tuple((u.filename, kind) for u in units if u.kind == "service")
         tmp_lines += lines
     for worker in manifest.workers:
         files += _worker_files(ctx, worker)
@@ -755,7 +762,8 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
     if assumed:
         notes.insert(0, Diagnostic(manifest.target_pos or Pos(manifest.path, 1, 1), NOTE, f"no target systemd given (target: {{systemd: ...}} or --systemd); assuming {DEFAULT_TARGET}"))
     holder_jobs = tuple((j.name, j.where("overlap") if j.policy.queues else j.where("lock")) for j in manifest.jobs if _execs_holder(j))
-    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs, queues, holder_jobs)
+    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs, queues, holder_jobs,
+                journal_units=journal_units)
 
 
 def _execs_holder(job: Job) -> bool:

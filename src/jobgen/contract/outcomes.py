@@ -34,3 +34,5 @@ QUEUE: dict[str, str] = {
     "retried": "an operator moved a failed request back to pending",
     "dropped": "an operator removed a request",
 }
+# The queue words in the order `jobgen status` counts them (a queue event is never a run).
+QUEUE_EVENTS = tuple(QUEUE)

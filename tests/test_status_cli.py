@@ -1,0 +1,104 @@
+"""`jobgen status` when the host cannot answer or the output cannot be written: one line, its
+own exit code (README "Exit codes"), nothing written. Real systemctl and journalctl, no mocks:
+systemd is made unreachable by hiding /run (where systemctl finds systemd's private socket,
+the D-Bus system bus and /run/systemd/system, the "booted with systemd" mark) in a private
+mount namespace. What status reports on a running systemd: tests/e2e/test_status.py."""
+
+import os
+import shutil
+import subprocess
+import sys
+import tempfile
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from jobgen.cli.exits import EXIT_INVALID, EXIT_OUTPUT, EXIT_REFUSED
+
+MANIFEST = textwrap.dedent("""\
+    jobgen: 1
+    target: {systemd: ">=252"}
+    jobs:
+      report: {command: [/bin/true], schedule: daily}
+    """)
+
+# Run inside a private mount namespace with an empty /run: no systemd to reach there.
+WITHOUT_SYSTEMD = ["unshare", "--mount", "--propagation", "private", "sh", "-c", 'mount -t tmpfs jobgen-test /run && exec "$@"', "-"]
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    path = tmp_path / "m.yaml"
+    path.write_text(MANIFEST)
+    return path
+
+
+def jobgen(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
+    return subprocess.run([*prefix, sys.executable, "-m", "jobgen", *args], capture_output=True, text=True, timeout=120)
+
+
+def needs(*tools: str) -> None:
+    missing = [t for t in tools if shutil.which(t) is None]
+    if missing:
+        pytest.skip(f"needs {', '.join(missing)} (apt-get install systemd util-linux)")
+
+
+def test_unreachable_systemd_is_an_error_not_a_table_of_zeros(manifest, tmp_path):
+    needs("systemctl", "journalctl", "unshare")
+    if os.geteuid() != 0:
+        pytest.skip("needs root (a private mount namespace)")
+    # What systemctl itself says there, to quote it (its words differ between releases).
+    said = subprocess.run([*WITHOUT_SYSTEMD, "systemctl", "show", "-p", "Id", "report.timer"], capture_output=True, text=True)
+    assert said.returncode != 0 and said.stdout == ""
+    out = tmp_path / "jobgen.prom"
+    r = jobgen("status", str(manifest), "--format", "prometheus", "-o", str(out), prefix=tuple(WITHOUT_SYSTEMD))
+    first = next(line for line in said.stderr.splitlines() if line.strip())
+    assert r.stderr == f"jobgen: error: cannot reach systemd: systemctl show exited {said.returncode}: {first}\n"
+    assert (r.returncode, r.stdout) == (EXIT_REFUSED, "")
+    assert list(tmp_path.iterdir()) == [manifest]  # no textfile, no temporary file
+
+
+def test_since_journalctl_cannot_read(manifest, tmp_path):
+    needs("journalctl")
+    r = jobgen("status", str(manifest), "--since", "garbage", "-o", str(tmp_path / "jobgen.prom"))
+    assert r.stderr == ("jobgen: error: --since garbage: journalctl cannot read it as a time "
+                        "(Failed to parse timestamp: garbage); give e.g. -24h, today or '2026-12-01 00:00'\n")
+    assert (r.returncode, r.stdout) == (EXIT_INVALID, "")
+    assert list(tmp_path.iterdir()) == [manifest]
+
+
+@pytest.mark.parametrize("where,reason", [
+    ("missing/jobgen.prom", "No such file or directory"),
+    ("m.yaml/jobgen.prom", "Not a directory"),
+])
+def test_output_that_cannot_be_written(manifest, tmp_path, where, reason):
+    out = tmp_path / where
+    r = jobgen("status", str(manifest), "--format", "prometheus", "-o", str(out))
+    assert r.stderr == f"jobgen: error: cannot write {out}: {reason}\n"
+    assert (r.returncode, r.stdout) == (EXIT_OUTPUT, "")
+    assert list(tmp_path.iterdir()) == [manifest]
+    assert manifest.read_text() == MANIFEST
+
+
+def test_output_in_a_folder_this_user_cannot_write(manifest):
+    # As nobody when root (root writes anywhere), in a folder nobody can reach.
+    prefix = ("setpriv", "--reuid=65534", "--regid=65534", "--clear-groups") if os.geteuid() == 0 else ()
+    top = Path(tempfile.mkdtemp(prefix="jobgen-status-"))
+    try:
+        top.chmod(0o755)
+        shutil.copy(manifest, top / "m.yaml")
+        (top / "m.yaml").chmod(0o644)
+        folder = top / "ro"
+        folder.mkdir(mode=0o555)
+        r = jobgen("status", str(top / "m.yaml"), "-o", str(folder / "jobgen.prom"), prefix=prefix)
+        assert r.stderr == f"jobgen: error: cannot write {folder / 'jobgen.prom'}: Permission denied\n"
+        assert (r.returncode, r.stdout) == (EXIT_OUTPUT, "")
+        assert list(folder.iterdir()) == []
+    finally:
+        shutil.rmtree(top)
+
+
+def test_status_needs_the_manifest():
+    r = jobgen("status")
+    assert r.returncode == EXIT_INVALID and "Missing argument 'MANIFEST'" in r.stderr
