@@ -15,7 +15,7 @@ from jobgen.cli.exits import EXIT_INVALID
 
 
 def register(app: typer.Typer) -> None:
-    from jobgen.contract.locks import CONFLICT_EXIT, DEFAULT_HOLDER
+    from jobgen.contract.locks import DEFAULT_HOLDER
 
     @app.command()
     def run(
@@ -34,10 +34,11 @@ def register(app: typer.Typer) -> None:
             err(f"jobgen: error: {manifest}: no job '{job}'; jobs: {', '.join(sorted(result.plan.runs)) or 'none'}")
             raise typer.Exit(EXIT_INVALID)
         try:
-            code = runtime.start(runtime.build(spec), sys.stdout.buffer, sys.stderr.buffer)
+            ended = runtime.execute(runtime.build(spec), sys.stdout.buffer, sys.stderr.buffer)
         except runtime.RunError as exc:
             err(f"jobgen: error: job '{job}': {exc}")
             raise typer.Exit(exc.code)
-        if code == CONFLICT_EXIT:
-            err(f"jobgen: {job}: skipped: another run holds the lock (exit {code})")
-        raise typer.Exit(code)
+        # The unit's reporter's line (its MESSAGE=), with the same outcome word.
+        line = f"jobgen: {job}: {ended.outcome} (result={ended.result}, {ended.exit_code}={ended.exit_status})"
+        err(line + (f": {ended.why}" if ended.why else ""))
+        raise typer.Exit(ended.status)

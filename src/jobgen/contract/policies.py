@@ -48,6 +48,21 @@ OVERLAP: dict[str, OverlapPolicy] = {
 }
 DEFAULT_OVERLAP = "skip"
 
+# A run's JOBGEN_OUTCOME from systemd's result for the unit ($SERVICE_RESULT,
+# systemd.exec(5)), in the order the unit's reporter tests them (compiler/plan.REPORTER)
+# and `jobgen run` reports them (runtime/run.outcome); any other result is FAILED. A
+# lock conflict (exit 75 that SuccessExitStatus= counts as success) is the policy's
+# conflict_outcome instead, tested first.
+RESULT_OUTCOMES: tuple[tuple[str, str], ...] = (
+    ("exec-condition", "deferred"),  # the overrun check deferred the activation
+    ("success", "success"),
+    ("timeout", "timeout"),  # TimeoutStartSec= ran out: KillSignal=, then SIGKILL
+)
+FAILED = "failed"
+# `jobgen run`'s exit status when TimeoutStartSec= ran out and the job was stopped:
+# timeout(1)'s, so a caller tells it from the job's own failure.
+TIMEOUT_EXIT = 124
+
 
 class LockScope(NamedTuple):
     """Who a lock keeps out, and what the unit needs for it (README "Overlap and lock scope")."""
