@@ -11,6 +11,7 @@ EXIT_REFUSED = 4  # apply: not root, no running systemd, or a file jobgen did no
 EXIT_OUTPUT = 73  # the output folder cannot be written (sysexits.h EX_CANTCREAT); it is left as it was
 
 from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL  # noqa: E402
+from jobgen.contract.policies import TIMEOUT_EXIT  # noqa: E402
 
 EXIT_CODES = (
     (EXIT_OK, "ok"),
@@ -23,5 +24,6 @@ EXIT_CODES = (
     (EXIT_NO_SUCH, "queue --retry/--drop: no such request"),
     (EXIT_SPOOL, "enqueue/drain/queue: the spool folder cannot be used"),
     (75, "run/lock: another run holds the lock (EX_TEMPFAIL)"),
+    (TIMEOUT_EXIT, "run: the job ran past its timeout and was stopped"),
     (64, "lock: usage; 69, 76, 77, 78: see README 'Cluster locks'"),
 )

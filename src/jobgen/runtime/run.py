@@ -26,7 +26,8 @@ from the same plan (compiler/plan.RunSpec): the unit's ExecStart= argv, and
   can read, named by $CREDENTIALS_DIRECTORY, removed after the run.
 
 Not reproduced (a unit-only context): sandboxing (PrivateTmp=, ProtectSystem=, ...),
-the unit's cgroup, INVOCATION_ID/JOURNAL_STREAM/SYSTEMD_EXEC_PID.
+the unit's cgroup, INVOCATION_ID/JOURNAL_STREAM/SYSTEMD_EXEC_PID, and the cgroup's
+MEMORY_PRESSURE_WATCH/MEMORY_PRESSURE_WRITE (systemd.exec(5), 254+).
 
 Every unit property comes from the plan (compiler/context.CONTEXT is the table of
 "unit property -> how jobgen run applies it"); what the unit leaves to the manager
