@@ -3,7 +3,7 @@
 (real systemd 252 and 257, jobgen installed from this worktree's wheel).
 
 `jobgen run` is started the way an operator would: as root from a shell in /root whose
-umask (0002) and soft limits (core 0, 512 files) are its own, not the unit's. Each run
+umask (0002) and soft limits (core 4321 blocks, 512 files) are its own, not the unit's. Each run
 writes what it sees (id -u, id -G, pwd, umask, ulimit -c / -n, its environment) to its
 output: the unit's goes to the journal, `jobgen run`'s to its caller. The unit's outcome
 is the reporter's journal line; `jobgen run`'s is the line it prints with the same words.
@@ -34,7 +34,7 @@ REPORT = (
 UNIT_ONLY = {"env:INVOCATION_ID", "env:JOURNAL_STREAM", "env:SYSTEMD_EXEC_PID",
              "env:MEMORY_PRESSURE_WATCH", "env:MEMORY_PRESSURE_WRITE"}
 # The caller's own context, different from the unit's in every property compared.
-CALLER = "cd /root && umask 0002 && ulimit -S -c 0 && ulimit -S -n 512 && exec"
+CALLER = "cd /root && umask 0002 && ulimit -S -c 4321 && ulimit -S -n 512 && exec"
 OUTCOME = re.compile(r"(?P<job>[^:]+): (?P<word>\S+) \(result=(?P<result>[^,]+), (?P<code>[a-z]+)=(?P<status>[^)]+)\)")
 
 

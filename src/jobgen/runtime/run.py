@@ -51,7 +51,7 @@ import subprocess
 import tempfile
 import threading
 import time
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Protocol
 
 from jobgen.contract.locks import CONFLICT_EXIT
