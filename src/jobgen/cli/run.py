@@ -1,5 +1,6 @@
 """`jobgen run`: run a job now, through the same lock and argv as its unit, in the process
-context systemd would give it (runtime/run.py builds and starts it)."""
+context systemd would give it (runtime/run.py builds and starts it), and say how it ended
+in the words of the unit's reporter."""
 
 from __future__ import annotations
 
@@ -25,7 +26,7 @@ def register(app: typer.Typer) -> None:
         preset: Optional[str] = PresetOpt,
         holder: str = typer.Option(sys.argv[0] if os.path.isabs(sys.argv[0]) else DEFAULT_HOLDER, "--holder", help="jobgen executable for cluster locks."),
     ) -> None:
-        """Run a job now: the unit's lock and argv, as its user, in its environment."""
+        """Run a job now: the unit's lock and argv in the unit's process context (user, environment, folder, umask, limits, timeout); ends with the unit's outcome line."""
         from jobgen.runtime import run as runtime
 
         (result,) = build_all([manifest], resolve_target(systemd, preset), holder, Format.text)
