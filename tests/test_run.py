@@ -620,3 +620,34 @@ def test_the_run_spec_is_what_the_rendered_unit_says(job):
     assert spec.timeout_usec == (None if span == "infinity" else timespec.parse_timespan(span))
     assert spec.success_exit_status == tuple(int(x) for x in service.get("SuccessExitStatus", "").split())
     assert spec.no_new_privs == (service.get("NoNewPrivileges") == "yes")
+
+
+def test_a_lock_file_that_cannot_be_made_is_one_line_and_66(workdir):
+    """systemd-tmpfiles' own reason, in one line; the job does not run."""
+    (workdir / "a-file").write_text("")
+    lock = workdir / "a-file" / "held.lock"
+    res = jobgen_run(manifest(workdir, hardening="none", lock={"scope": "host", "path": str(lock)}))
+    assert res.returncode == 66
+    # systemd-tmpfiles' wording is its own (252: "Failed to create file PATH: Not a directory").
+    head = f"jobgen: error: job 'show': cannot make lock file {lock} as its tmpfiles.d line says: systemd-tmpfiles: "
+    assert res.stderr.startswith(head) and res.stderr.endswith("Not a directory\n")
+    assert res.stderr.count("\n") == 1
+    assert res.stdout == ""
+
+
+# DefaultTimeoutStopUSec as `systemctl show` prints it (format_timespan) -> µs; None: unusable.
+SHOWN_SPANS = [
+    ("1min 30s", 90_000_000),
+    ("90s", 90_000_000),
+    ("5s 500ms", 5_500_000),
+    ("1.500000s", 1_500_000),
+    ("1h 2min", 3_720_000_000),
+    ("infinity", None),
+    ("", None),
+    ("1 fortnight", None),
+]
+
+
+@pytest.mark.parametrize("text, usec", SHOWN_SPANS)
+def test_the_managers_stop_timeout_is_read_as_systemctl_prints_it(text, usec):
+    assert runtime._parse_span(text) == usec
