@@ -1,8 +1,11 @@
 """`jobgen run` gives the job the process a unit gets from systemd (systemd.exec(5)):
 the job's user with its primary and supplementary groups, an environment built from
 scratch (PATH and the locale as the service manager sets them, HOME/USER/LOGNAME/SHELL
-from the user, Environment=, then EnvironmentFile=), the working directory, UMask=0022,
-its own session without the caller's terminal, and no_new_privs with hardening.
+from the user, Environment=, then EnvironmentFile=), the working directory (/ without
+one), the unit's UMask= (0022 without one), the manager's resource limits, its own
+session without the caller's terminal, no_new_privs with hardening, TimeoutStartSec=
+with systemd's stop (KillSignal=, SIGKILL after TimeoutStopSec=), the reporter's outcome
+word, and the lock file made as the tmpfiles.d snippet makes it.
 
 Each test runs the real `jobgen run` as root for a user the fixture creates with useradd
 (and removes); the job reports what it got, and the test compares that with what the
@@ -11,19 +14,24 @@ unit's settings say systemd gives.
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import pty
 import pwd
 import grp
+import resource
 import select
+import stat
 import subprocess
 import sys
+import time
 import uuid
 from pathlib import Path
 
 import pytest
 
+from jobgen.compiler import timespec
 from jobgen.runtime.run import manager_locale, manager_path, parse_env_file
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (useradd, changing user)")
@@ -33,6 +41,7 @@ JOBGEN = [sys.executable, "-m", "jobgen"]
 REPORT = (
     'echo "uid=$(id -u)"; echo "gid=$(id -g)"; echo "groups=$(id -G)"; echo "umask=$(umask)"; '
     'echo "cwd=$(pwd -P)"; echo "nnp=$(grep NoNewPrivs /proc/self/status | cut -f2)"; '
+    'echo "core=$(ulimit -c)"; echo "nofile=$(ulimit -n)"; '
     'echo "sid=$(ps -o sid= -p $$ | tr -d " ")"; echo "pid=$$"; '
     'echo "tty=$(ps -o tty= -p $$ | tr -d " ")"; '
     'if (exec 3<>/dev/tty) 2>/dev/null; then echo "devtty=opened"; else echo "devtty=refused"; fi; '
@@ -329,6 +338,9 @@ def test_run_and_the_unit_give_the_job_the_same_process():
         subprocess.run(["rm", "-rf", "/run/jgcmp", "/etc/jgcmp.env", str(with_unit)], check=False)
     for facts in (unit_facts, run_facts):
         assert facts.pop("pid") == facts.pop("sid")  # a session leader on both sides
+        # Resource limits are each manager's own (the container's, the host's): compared
+        # on one machine in tests/e2e/test_run_is_the_unit.py.
+        facts.pop("core"), facts.pop("nofile")
     assert run_facts == unit_facts
     assert unit_env.keys() - UNIT_ONLY - LOCALE == run_env.keys() - LOCALE
     assert {k: v for k, v in unit_env.items() if k not in UNIT_ONLY | LOCALE} == \
@@ -371,3 +383,271 @@ def test_load_credential_is_a_private_file_for_the_job(account, workdir):
     assert f"mode=400 owner={user.pw_name}" in output
     assert facts["content"] == "s3cret"
     assert not Path(facts["dir"]).exists()
+
+
+# --- the unit's context, property by property (compiler/context.CONTEXT) ---------------------
+
+from jobgen.compiler import plan as planner  # noqa: E402
+from jobgen.compiler.context import CONTEXT, RunSpec  # noqa: E402
+from jobgen.compiler.names import LOCK_DIR  # noqa: E402
+from jobgen.runtime import run as runtime  # noqa: E402
+
+
+def named_manifest(folder: Path, name: str, **job) -> Path:
+    """A job with its own name (a host lock file /run/jobgen/NAME.lock is per name)."""
+    base = {"command": ["/bin/sh", "-c", REPORT], "schedule": "daily"}
+    path = folder / f"{name}.yaml"
+    path.write_text(json.dumps({"jobgen": 1, "target": {"systemd": ">=252"}, "jobs": {name: {**base, **job}}}))
+    return path
+
+
+def run_job(path: Path, job: str, *, cwd=None, preexec=None, as_user: pwd.struct_passwd | None = None):
+    argv = [*JOBGEN, "run", str(path), job]
+    if as_user is not None:  # a real unprivileged caller
+        argv = ["setpriv", f"--reuid={as_user.pw_uid}", f"--regid={as_user.pw_gid}", "--init-groups", *argv]
+    return subprocess.run(argv, capture_output=True, text=True, timeout=300, cwd=cwd, preexec_fn=preexec)
+
+
+def closest(want: tuple[int, int], hard_now: int) -> str:
+    """What `ulimit` shows for a limit systemd sets with setrlimit_closest() (rlimit-util.c)
+    in a caller whose hard limit is hard_now: the soft value, never above the hard one."""
+    inf = resource.RLIM_INFINITY
+    hard = hard_now if want[1] == inf else want[1] if hard_now == inf else min(want[1], hard_now)
+    soft = hard if want[0] == inf else want[0] if hard == inf else min(want[0], hard)
+    return "unlimited" if soft == inf else str(soft)
+
+
+def test_timeout_stops_the_job_and_reports_timeout(workdir):
+    """timeout: 2s -> TimeoutStartSec=2s: systemd sends KillSignal= (SIGTERM) to every
+    process of the unit and the reporter logs 'timeout'; jobgen run does the same and exits
+    124 (timeout(1)'s status) instead of letting the job run its 60 s."""
+    job = {"command": ["/bin/sh", "-c", "echo started; sleep 60; echo finished"], "timeout": "2s"}
+    started = time.monotonic()
+    res = jobgen_run(manifest(workdir, **job))
+    print(f"timeout 2s: jobgen run ended after {time.monotonic() - started:.1f}s")  # measured, not asserted
+    stop = runtime.manager_defaults().stop_timeout_usec / 1e6
+    assert res.returncode == 124
+    assert res.stdout == "started\n"  # never "finished"
+    assert res.stderr == ("jobgen: show: timeout (result=timeout, killed=TERM): ran past its timeout of 2s: "
+                          f"stopped with TERM (KillMode=control-group), SIGKILL after {stop:g}s; exit 124\n")
+
+
+def _execute(spec: RunSpec, stop_usec: int) -> tuple[runtime.Ended, str]:
+    out_r, out_w = os.pipe()
+    with os.fdopen(out_w, "wb") as sink, open(os.devnull, "wb") as err:
+        ended = runtime.execute(runtime.build(spec, defaults=runtime.ManagerDefaults(stop_usec, {})), sink, err)
+    with os.fdopen(out_r, "rb") as f:
+        return ended, f.read().decode()
+
+
+def test_a_job_that_ignores_the_stop_signal_is_killed_after_the_stop_timeout():
+    """KillMode=control-group: SIGTERM to every process; what is left after TimeoutStopSec=
+    gets SIGKILL (jobs leave TimeoutStopSec= to the manager; 1 s here to keep it short)."""
+    spec = RunSpec(("/bin/sh", "-c", 'trap "echo got-term" TERM; echo ready; while :; do sleep 0.1; done'),
+                   timeout_usec=1_000_000)
+    ended, out = _execute(spec, stop_usec=1_000_000)
+    assert (ended.status, ended.result, ended.exit_code, ended.exit_status, ended.outcome) == \
+        (124, "timeout", "killed", "KILL", "timeout")
+    assert out.startswith("ready\n") and "got-term" in out
+
+
+def test_kill_mode_mixed_signals_the_main_process_only():
+    """KillMode=mixed (a cluster lock's holder): the stop signal reaches the main process
+    only; its children get SIGKILL once it is gone, never the stop signal."""
+    script = ('(trap "echo child-got-term" TERM; while :; do sleep 0.1; done) & '
+              'trap "echo main-got-term; exit 0" TERM; echo ready; while :; do sleep 0.1; done')
+    spec = RunSpec(("/bin/sh", "-c", script), timeout_usec=1_000_000, kill_mode="mixed")
+    ended, out = _execute(spec, stop_usec=30_000_000)
+    assert (ended.status, ended.result, ended.exit_code, ended.exit_status, ended.outcome) == \
+        (124, "timeout", "exited", "0", "timeout")
+    assert "main-got-term" in out and "child-got-term" not in out
+
+
+def test_working_folder_is_root_when_the_unit_names_none(workdir):
+    """No WorkingDirectory=: a system unit runs in / (systemd.exec(5)), not where the
+    caller stands."""
+    res = run_job(manifest(workdir), "show", cwd=workdir)
+    assert res.returncode == 0, res.stderr
+    assert report(res.stdout)[0]["cwd"] == "/"
+
+
+@pytest.mark.parametrize("hardening, umask", [("none", "0022"), ("default", "0022"), ("strict", "0077")])
+def test_umask_is_the_units(account, workdir, hardening, umask):
+    """hardening: strict writes UMask=0077; the others write none (systemd: 0022)."""
+    user, _ = account
+    res = run_job(manifest(workdir, user=user.pw_name, hardening=hardening), "show",
+                  preexec=lambda: os.umask(0o002))
+    assert res.returncode == 0, res.stderr
+    assert report(res.stdout)[0]["umask"] == umask
+
+
+def test_resource_limits_are_the_managers_not_the_callers(workdir):
+    """jobgen writes no Limit*=, so the unit has the manager's DefaultLimit*= (asked of the
+    running manager; systemd's own defaults without one: core unlimited, files 1024)."""
+    def caller_limits() -> None:  # a caller with its own soft limits
+        resource.setrlimit(resource.RLIMIT_CORE, (4321, resource.getrlimit(resource.RLIMIT_CORE)[1]))
+        resource.setrlimit(resource.RLIMIT_NOFILE, (512, resource.getrlimit(resource.RLIMIT_NOFILE)[1]))
+
+    res = run_job(manifest(workdir), "show", preexec=caller_limits)
+    assert res.returncode == 0, res.stderr
+    facts, _ = report(res.stdout)
+    unit = runtime.manager_defaults().rlimits
+    assert facts["core"] == closest(unit["CORE"], resource.getrlimit(resource.RLIMIT_CORE)[1])
+    assert facts["nofile"] == closest(unit["NOFILE"], resource.getrlimit(resource.RLIMIT_NOFILE)[1])
+
+
+def hold(lock: Path) -> subprocess.Popen:
+    holder = subprocess.Popen(["/usr/bin/flock", str(lock), "sleep", "300"])
+    deadline = time.monotonic() + 120  # generous: flock(1) may start slowly on a loaded machine
+    while subprocess.run(["/usr/bin/flock", "--nonblock", str(lock), "true"]).returncode == 0:
+        assert time.monotonic() < deadline, "the holding flock(1) never took the lock"
+        time.sleep(0.1)
+    return holder
+
+
+@pytest.mark.parametrize("overlap, extra, word", [
+    ("skip", {}, "skipped"),
+    ("wait", {"wait_timeout": "1s"}, "wait-expired"),
+])
+def test_a_lock_conflict_has_the_policys_outcome_word(workdir, overlap, extra, word):
+    """The unit's reporter logs the policy's word for a conflict (policies.OVERLAP):
+    `wait` whose bound ran out is 'wait-expired', not 'skipped'."""
+    lock = workdir / "held.lock"
+    path = manifest(workdir, overlap=overlap, hardening="none", lock={"scope": "host", "path": str(lock)}, **extra)
+    holder = hold(lock)
+    try:
+        res = jobgen_run(path)
+    finally:
+        holder.kill()
+        holder.wait()
+    assert (res.returncode, res.stdout) == (75, "")
+    assert res.stderr == (f"jobgen: show: {word} (result=success, exited=75): another run held the lock; "
+                          "the command did not run\n")
+
+
+@pytest.fixture
+def lock_job():
+    """A job name of its own, and its lock file removed before and after."""
+    name = f"jgrunlock-{uuid.uuid4().hex[:8]}"
+    lock = Path(LOCK_DIR) / f"{name}.lock"
+    lock.unlink(missing_ok=True)
+    yield name, lock
+    lock.unlink(missing_ok=True)
+
+
+@pytest.mark.parametrize("with_user", [True, False])
+@pytest.mark.parametrize("before", [None, 0o644])
+def test_lock_file_is_made_as_the_tmpfiles_snippet_makes_it(account, workdir, lock_job, with_user, before):
+    """Before the snippet has run (or after a run that made the file itself), `jobgen run`
+    as root applies the snippet's own lines: 0600, owned by the job's user (root without
+    one), group root; the job then takes its lock as that user."""
+    user, _ = account
+    name, lock = lock_job
+    if before is not None:
+        Path(LOCK_DIR).mkdir(mode=0o755, exist_ok=True)
+        lock.touch(mode=before)
+        lock.chmod(before)
+    job = {"user": user.pw_name} if with_user else {}
+    res = run_job(named_manifest(workdir, name, **job), name)
+    assert res.returncode == 0, res.stderr
+    st = lock.stat()
+    owner = user.pw_uid if with_user else 0
+    assert (stat.S_IMODE(st.st_mode), st.st_uid, st.st_gid) == (0o600, owner, 0)
+
+
+def test_not_root_and_no_lock_file_is_one_line_and_66(account, workdir, lock_job):
+    """As the job's own user, jobgen run cannot make the lock file: one line saying what
+    to run, and flock(1)'s status for a lock file it cannot open."""
+    user, _ = account
+    name, lock = lock_job
+    res = run_job(named_manifest(workdir, name, user=user.pw_name), name, as_user=user)
+    assert res.returncode == 66
+    assert res.stderr == (f"jobgen: error: job '{name}': lock file {lock} does not exist yet: run "
+                          "`systemd-tmpfiles --create` as root (`jobgen apply` does; so does every boot), "
+                          "or `jobgen run` as root, which makes it\n")
+    assert res.stdout == "" and not lock.exists()
+
+
+def test_not_root_and_someone_elses_lock_file_is_one_line_and_77(account, workdir, lock_job):
+    user, _ = account
+    name, lock = lock_job
+    Path(LOCK_DIR).mkdir(mode=0o755, exist_ok=True)
+    lock.touch(mode=0o600)  # the snippet's file of a job without a user: root's
+    res = run_job(named_manifest(workdir, name), name, as_user=user)
+    assert res.returncode == 77
+    assert res.stderr == (f"jobgen: error: job '{name}': cannot open lock file {lock} as user "
+                          f"'{user.pw_name}': Permission denied (it is 0600, the job's user's); "
+                          "run `jobgen run` as root\n")
+    assert res.stdout == ""
+
+
+# --- one table, read from the unit ------------------------------------------------------------
+
+
+def test_every_run_spec_field_is_a_unit_property_or_named_here():
+    """CONTEXT is the table of unit properties `jobgen run` applies; the rest is named."""
+    fields = {f.name for f in dataclasses.fields(RunSpec)}
+    assert fields - {p.field for p in CONTEXT} == {"lock_file", "lock_files", "conflict_outcome"}
+    assert {("Service", p.directive) for p in CONTEXT} <= set(planner.EMITTED)
+    # jobgen writes no Limit*=: the unit's resource limits are the manager's defaults,
+    # which is what runtime/run.py applies. A Limit*= here needs a CONTEXT row.
+    assert [d for _, d in planner.EMITTED if d.startswith("Limit")] == []
+
+
+SERVICE_CASES = [
+    ({"hardening": "strict", "timeout": "90s", "overlap": "wait", "wait_timeout": "30s"}),
+    ({"hardening": "none", "working_directory": "/srv", "user": "nobody"}),
+    ({"lock": {"scope": "cluster", "name": "shop:x", "backend": "redis://r:6379/0"}, "timeout": "1h"}),
+]
+
+
+@pytest.mark.parametrize("job", SERVICE_CASES)
+def test_the_run_spec_is_what_the_rendered_unit_says(job):
+    """What jobgen run applies equals the directives in the service file systemd reads."""
+    from jobgen.compiler import pipeline
+
+    text = json.dumps({"jobgen": 1, "target": {"systemd": ">=252"},
+                       "jobs": {"j": {"command": ["/bin/true"], "schedule": "daily", **job}}})
+    result = pipeline.build("j.yaml", None, "/usr/bin/jobgen", text=text)
+    service = dict(line.split("=", 1) for line in result.files["j.service"].decode().splitlines()
+                   if "=" in line and not line.startswith("#"))
+    spec = result.plan.runs["j"]
+    assert spec.umask == int(service.get("UMask", "0022"), 8)
+    assert spec.working_directory == service.get("WorkingDirectory", "/")
+    assert spec.user == service.get("User")
+    assert spec.kill_mode == service.get("KillMode", "control-group")
+    span = service["TimeoutStartSec"]
+    assert spec.timeout_usec == (None if span == "infinity" else timespec.parse_timespan(span))
+    assert spec.success_exit_status == tuple(int(x) for x in service.get("SuccessExitStatus", "").split())
+    assert spec.no_new_privs == (service.get("NoNewPrivileges") == "yes")
+
+
+def test_a_lock_file_that_cannot_be_made_is_one_line_and_66(workdir):
+    """systemd-tmpfiles' own reason, in one line; the job does not run."""
+    (workdir / "a-file").write_text("")
+    lock = workdir / "a-file" / "held.lock"
+    res = jobgen_run(manifest(workdir, hardening="none", lock={"scope": "host", "path": str(lock)}))
+    assert res.returncode == 66
+    # systemd-tmpfiles' wording is its own (252: "Failed to create file PATH: Not a directory").
+    head = f"jobgen: error: job 'show': cannot make lock file {lock} as its tmpfiles.d line says: systemd-tmpfiles: "
+    assert res.stderr.startswith(head) and res.stderr.endswith("Not a directory\n")
+    assert res.stderr.count("\n") == 1
+    assert res.stdout == ""
+
+
+# DefaultTimeoutStopUSec as `systemctl show` prints it (format_timespan) -> µs; None: unusable.
+SHOWN_SPANS = [
+    ("1min 30s", 90_000_000),
+    ("90s", 90_000_000),
+    ("5s 500ms", 5_500_000),
+    ("1.500000s", 1_500_000),
+    ("1h 2min", 3_720_000_000),
+    ("infinity", None),
+    ("", None),
+    ("1 fortnight", None),
+]
+
+
+@pytest.mark.parametrize("text, usec", SHOWN_SPANS)
+def test_the_managers_stop_timeout_is_read_as_systemctl_prints_it(text, usec):
+    assert runtime._parse_span(text) == usec

@@ -4,6 +4,7 @@
 """
 
 from jobgen.contract.locks import CONFLICT_EXIT, EXIT as LOCK_EXIT
+from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL
 
 EXIT_OK = 0
@@ -31,5 +32,6 @@ EXIT_CODES = (
     (EXIT_NO_SUCH, "queue --retry/--drop: no such request"),
     (EXIT_SPOOL, "enqueue/drain/queue: the spool folder cannot be used"),
     (CONFLICT_EXIT, "run/lock: another run holds the lock (EX_TEMPFAIL)"),
+    (TIMEOUT_EXIT, "run: the job ran past its timeout and was stopped"),
     (LOCK_EXIT["usage"][0], "lock: usage; 69, 76, 77, 78: see README 'Cluster locks'"),
 )

@@ -1,5 +1,6 @@
 """`jobgen run`: run a job now, through the same lock and argv as its unit, in the process
-context systemd would give it (runtime/run.py builds and starts it)."""
+context systemd would give it (runtime/run.py builds and starts it), and say how it ended
+in the words of the unit's reporter."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from jobgen.cli.exits import EXIT_INVALID
 
 
 def register(app: typer.Typer) -> None:
-    from jobgen.contract.locks import CONFLICT_EXIT, DEFAULT_HOLDER
+    from jobgen.contract.locks import DEFAULT_HOLDER
 
     @app.command()
     def run(
@@ -25,7 +26,7 @@ def register(app: typer.Typer) -> None:
         preset: Optional[str] = PresetOpt,
         holder: str = typer.Option(sys.argv[0] if os.path.isabs(sys.argv[0]) else DEFAULT_HOLDER, "--holder", help="jobgen executable for cluster locks."),
     ) -> None:
-        """Run a job now: the unit's lock and argv, as its user, in its environment."""
+        """Run a job now: the unit's lock and argv in the unit's process context (user, environment, folder, umask, limits, timeout); ends with the unit's outcome line."""
         from jobgen.runtime import run as runtime
 
         (result,) = build_all([manifest], resolve_target(systemd, preset), holder, Format.text)
@@ -34,10 +35,11 @@ def register(app: typer.Typer) -> None:
             err(f"jobgen: error: {manifest}: no job '{job}'; jobs: {', '.join(sorted(result.plan.runs)) or 'none'}")
             raise typer.Exit(EXIT_INVALID)
         try:
-            code = runtime.start(runtime.build(spec), sys.stdout.buffer, sys.stderr.buffer)
+            ended = runtime.execute(runtime.build(spec), sys.stdout.buffer, sys.stderr.buffer)
         except runtime.RunError as exc:
             err(f"jobgen: error: job '{job}': {exc}")
             raise typer.Exit(exc.code)
-        if code == CONFLICT_EXIT:
-            err(f"jobgen: {job}: skipped: another run holds the lock (exit {code})")
-        raise typer.Exit(code)
+        # The unit's reporter's line (its MESSAGE=), with the same outcome word.
+        line = f"jobgen: {job}: {ended.outcome} (result={ended.result}, {ended.exit_code}={ended.exit_status})"
+        err(line + (f": {ended.why}" if ended.why else ""))
+        raise typer.Exit(ended.status)

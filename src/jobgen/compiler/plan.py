@@ -25,6 +25,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
 from jobgen.compiler import escape, names, timespec
+from jobgen.compiler.context import RunSpec, process_context
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
@@ -55,14 +56,17 @@ SH = "/bin/sh"
 # A stop that had to SIGKILL after TimeoutStopSec= ends with result 'timeout'.
 # logger(1) --journald sends the fields natively; $INVOCATION_ID ties the line to its run
 # even when logger exits before journald has read its cgroup.
+# The result -> outcome arms are outcomes.BY_RESULT, the table `jobgen run` reports from.
+def _case_pattern(result: str, code: str, status: str) -> str:
+    # `case` patterns: '*' matches '/' too, so "success/*" is every success
+    return f"{result}/*" if (code, status) == ("*", "*") else f"{result}/{code}/{status}"
+
+
 REPORTER = (
     'case "$SERVICE_RESULT/$EXIT_CODE/$EXIT_STATUS" in '
     f"success/exited/{CONFLICT_EXIT}) o=$4 ;; "
-    f"exec-condition/*) o={outcomes.DEFERRED} ;; "
-    f"success/*) o={outcomes.SUCCESS} ;; "
-    f"timeout/*) o={outcomes.TIMEOUT} ;; "
-    f"signal/killed/TERM) o={outcomes.STOPPED} ;; "
-    f"*) o={outcomes.FAILED} ;; "
+    + "".join(f"{_case_pattern(*pattern)}) o={word} ;; " for pattern, word in outcomes.BY_RESULT)
+    + f"*) o={outcomes.FAILED} ;; "
     "esac; "
     f'[ -n "$3" ] && [ "$o" != {outcomes.DEFERRED} ] && date +%s%6N > "$3"; '
     "printf 'MESSAGE=%s: %s (result=%s, %s=%s)\\nSYSLOG_IDENTIFIER=jobgen\\nJOBGEN_JOB=%s\\n"
@@ -136,30 +140,6 @@ class UnitFile:
     sections: tuple[tuple[str, tuple[tuple[str, Value], ...]], ...] = ()
     lines: tuple[str, ...] = ()  # tmpfiles.d entries
     comment: str = ""
-
-
-@dataclass(frozen=True)
-class RunSpec:
-    """What `jobgen run` executes: the unit's own ExecStart= argv and the context systemd
-    gives it (runtime/run.py builds the process from this, as systemd.exec(5) does)."""
-
-    argv: tuple[str, ...]
-    environment: tuple[tuple[str, str], ...]
-    working_directory: str | None
-    user: str | None
-    group: str | None
-    environment_files: tuple[str, ...] = ()  # EnvironmentFile= values, '-' prefix kept
-    no_new_privs: bool = False  # NoNewPrivileges=yes in the unit
-    umask: int = 0o022  # UMask= (systemd's default; jobgen sets none)
-    credentials: tuple[tuple[str, str], ...] = ()  # LoadCredential= NAME:PATH pairs
-
-    @classmethod
-    def for_job(cls, argv: tuple[str, ...], job: Job) -> "RunSpec":
-        credential = job.lock.credential if job.lock else None
-        return cls(argv, job.environment, job.working_directory, job.user, job.group,
-                   environment_files=(job.environment_file,) if job.environment_file else (),
-                   no_new_privs=("Service", "NoNewPrivileges", "yes") in HARDENING[job.hardening],
-                   credentials=(tuple(credential.split(":", 1)),) if credential else ())
 
 
 @dataclass(frozen=True)
@@ -556,9 +536,20 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
         tmpfiles.append(_tmpfile(lockfile, job))
     if emulate_defer:
         tmpfiles.append(_tmpfile(stamp, job))
-    run = RunSpec.for_job(argv, job)
     comment = f"job {job.name}: overlap={job.overlap}, lock={job.lock.scope if job.lock else 'none'}"
-    return [svc.freeze(comment), timer.freeze(comment)], run, tmpfiles
+    service = svc.freeze(comment)
+    # `jobgen run` reads its process context from the unit itself (context.CONTEXT), makes
+    # the lock file from the snippet's own lines, and names a conflict as the reporter does.
+    run = process_context(service.sections, lock_file=lockfile,
+                          lock_files=(LOCK_DIR_LINE, tmpfiles[0]) if lockfile else (),
+                          conflict_outcome=policy.conflict_outcome)
+    return [service, timer.freeze(comment)], run, tmpfiles
+
+
+# The lock directory is created with a deliberate owner and mode, once, by systemd-tmpfiles
+# (the snippet's first line; `jobgen run` applies it with the job's lock file line).
+# 0755 root: only root creates, renames or removes a lock file in it (see LOCK_DIR).
+LOCK_DIR_LINE = f"d {escape.tmpfiles_path(names.LOCK_DIR)} 0755 root root -"
 
 
 def _tmpfile(path: str, c: Common) -> str:
@@ -628,7 +619,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     # The enqueuer: the job's timer, user, environment and hardening, no lock (enqueue takes
     # the spool's own short lock), no reporter (enqueue logs enqueued/rejected itself).
     enq_job = replace(job, command=(*enqueue, "unit"), overlap="allow", lock=None, queue=None, timeout_usec=60_000_000)
-    units, _, _ = _job_files(ctx, enq_job)
+    units, enq_run, _ = _job_files(ctx, enq_job)
     drainer = f"{job.name}-drain.service"
     spool = f"{QUEUE_DIR}/{job.name}" if job.lock is not None and job.lock.kind.lock_file else None
     units = [replace(u, comment=f"job {job.name}: overlap=queue: each trigger records a request") for u in units]
@@ -673,7 +664,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
         owner, group = job.user or "root", job.group or ("root" if not job.user else "-")
         lines += [f"d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
         lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", *(f"/{d}" for d in queue_contract.SPOOL_FOLDERS))]
-    run = RunSpec.for_job((*enqueue, "jobgen run"), job)
+    run = replace(enq_run, argv=(*enqueue, "jobgen run"))  # the enqueuer unit's context
     return files, run, lines, store
 
 
@@ -747,11 +738,9 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
     for worker in manifest.workers:
         files += _worker_files(ctx, worker)
     if tmp_lines:
-        # The lock directory is created with a deliberate owner and mode, once, by
-        # systemd-tmpfiles; jobs never create or delete lock files (a lock is the kernel
-        # lock on an open file, not the file's existence).
-        # 0755 root: only root creates, renames or removes a lock file in it (see LOCK_DIR).
-        head = [f"d {escape.tmpfiles_path(names.LOCK_DIR)} 0755 root root -"]
+        # Jobs never create or delete lock files (a lock is the kernel lock on an open
+        # file, not the file's existence): systemd-tmpfiles does, from these lines.
+        head = [LOCK_DIR_LINE]
         name = tmpfiles_name or "jobgen.conf"
         # set(): two queue jobs both name the shared spool parents (systemd-tmpfiles warns
         # "Duplicate line" on a repeated path).

@@ -17,6 +17,28 @@ SKIPPED, WAIT_EXPIRED = "skipped", "wait-expired"
 # What the reporter can write, in the order `jobgen status` lists them.
 RUN = (SUCCESS, FAILED, TIMEOUT, SKIPPED, WAIT_EXPIRED, DEFERRED, STOPPED)
 
+# A run's word from systemd's account of it ($SERVICE_RESULT/$EXIT_CODE/$EXIT_STATUS,
+# systemd.exec(5)), first match wins, '*' matches anything, no match is FAILED. The unit's
+# reporter (compiler/plan.REPORTER) is a shell `case` made from these rows and `jobgen run`
+# (runtime/run.outcome) reads them too. A lock conflict (success/exited/75: SuccessExitStatus=
+# counts it) is the policy's conflict_outcome, tested before these rows.
+BY_RESULT: tuple[tuple[tuple[str, str, str], str], ...] = (
+    (("exec-condition", "*", "*"), DEFERRED),  # the overrun check deferred the activation
+    (("success", "*", "*"), SUCCESS),
+    (("timeout", "*", "*"), TIMEOUT),  # TimeoutStartSec= ran out, or a stop needed SIGKILL
+    # An orderly stop (`systemctl stop`, a shutdown) sends KillSignal= (SIGTERM for jobs,
+    # systemd.kill(5)); a oneshot killed by it ends 'signal', status TERM (seen on 252, 257).
+    (("signal", "killed", "TERM"), STOPPED),
+)
+
+
+def by_result(result: str, exit_code: str, exit_status: str) -> str:
+    """The BY_RESULT row that matches, as the reporter's `case` picks it."""
+    for pattern, word in BY_RESULT:
+        if all(p in ("*", v) for p, v in zip(pattern, (result, exit_code, exit_status))):
+            return word
+    return FAILED
+
 # The queue commands' words (README "overlap: queue").
 SET_ASIDE, REJECTED = "set-aside", "rejected"
 QUEUE: dict[str, str] = {

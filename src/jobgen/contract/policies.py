@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
+from jobgen.contract import outcomes
+
 
 
 class OverlapPolicy(NamedTuple):
@@ -38,15 +40,19 @@ class OverlapPolicy(NamedTuple):
 OVERLAP: dict[str, OverlapPolicy] = {
     p.name: p
     for p in (
-        OverlapPolicy("skip", locks=True, waits=False, conflict_outcome="skipped", defers_overrun=True, every_from_end=True),
-        OverlapPolicy("wait", locks=True, waits=True, conflict_outcome="wait-expired", defers_overrun=False, every_from_end=False),
+        OverlapPolicy("skip", locks=True, waits=False, conflict_outcome=outcomes.SKIPPED, defers_overrun=True, every_from_end=True),
+        OverlapPolicy("wait", locks=True, waits=True, conflict_outcome=outcomes.WAIT_EXPIRED, defers_overrun=False, every_from_end=False),
         # No lock, so no conflict exit: a 75 from the command itself is the command's own failure.
-        OverlapPolicy("allow", locks=False, waits=False, conflict_outcome="failed", defers_overrun=False, every_from_end=False),
+        OverlapPolicy("allow", locks=False, waits=False, conflict_outcome=outcomes.FAILED, defers_overrun=False, every_from_end=False),
         # A conflict is a second drainer finding the lock held: the first one drains for both.
-        OverlapPolicy("queue", locks=True, waits=False, conflict_outcome="skipped", defers_overrun=False, every_from_end=False, queues=True),
+        OverlapPolicy("queue", locks=True, waits=False, conflict_outcome=outcomes.SKIPPED, defers_overrun=False, every_from_end=False, queues=True),
     )
 }
 DEFAULT_OVERLAP = "skip"
+
+# `jobgen run`'s exit status when TimeoutStartSec= ran out and the job was stopped:
+# timeout(1)'s, so a caller tells it from the job's own failure.
+TIMEOUT_EXIT = 124
 
 
 class LockScope(NamedTuple):

@@ -8,7 +8,16 @@ from the same plan (compiler/plan.RunSpec): the unit's ExecStart= argv, and
   (HOME left out when it is '/' or empty, SHELL when it is a nologin placeholder, as
   systemd's "clean" user credentials), then Environment=, then EnvironmentFile= (later
   wins), parsed as systemd parses them (parse_env_file below);
-- working directory (entered as the job's user), UMask= 0022, stdin /dev/null;
+- resource limits: the manager's DefaultLimit*= (jobgen writes no Limit*=), set before
+  the identity change, as systemd does, with systemd's fallback to the nearest allowed
+  value (setrlimit_closest) when the caller may not raise one;
+- working directory (entered as the job's user; / without WorkingDirectory=), UMask=
+  (0022 without it), stdin /dev/null;
+- TimeoutStartSec=: when it runs out, KillSignal= (KillMode= says to whom), SIGKILL to
+  what is left after TimeoutStopSec=, result 'timeout'; the same stop, without the
+  timeout, for processes left behind when the main process ends;
+- the lock file made as the tmpfiles.d(5) snippet makes it (systemd-tmpfiles on the
+  snippet's own lines) before the lock wrapper opens it;
 - its own session with no controlling terminal (setsid): the job cannot open /dev/tty or
   push keystrokes into the caller's terminal (TIOCSTI needs it as controlling tty);
   stdout/stderr reach the caller through pipes jobgen relays, never the terminal itself;
@@ -17,7 +26,12 @@ from the same plan (compiler/plan.RunSpec): the unit's ExecStart= argv, and
   can read, named by $CREDENTIALS_DIRECTORY, removed after the run.
 
 Not reproduced (a unit-only context): sandboxing (PrivateTmp=, ProtectSystem=, ...),
-the unit's cgroup, INVOCATION_ID/JOURNAL_STREAM/SYSTEMD_EXEC_PID.
+the unit's cgroup, INVOCATION_ID/JOURNAL_STREAM/SYSTEMD_EXEC_PID, and the cgroup's
+MEMORY_PRESSURE_WATCH/MEMORY_PRESSURE_WRITE (systemd.exec(5), 254+).
+
+Every unit property comes from the plan (compiler/context.CONTEXT is the table of
+"unit property -> how jobgen run applies it"); what the unit leaves to the manager
+(DefaultTimeoutStopSec=, DefaultLimit*=) is asked of the running manager.
 
 Pure building (build) is separate from starting (start): a test can compare the two.
 This module never prints or exits: cli/run.py does.
@@ -29,14 +43,20 @@ import glob
 import grp
 import os
 import pwd
+import re
+import resource
 import shutil
 import signal
 import subprocess
 import tempfile
 import threading
+import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from jobgen.contract.locks import CONFLICT_EXIT
+from jobgen.contract.outcomes import by_result
+from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.runtime import tree
 
 # The service manager's PATH when `systemd-path` cannot say (systemd's DEFAULT_PATH with
@@ -59,6 +79,27 @@ NOLOGIN_SHELLS = ("/bin/nologin", "/sbin/nologin", "/usr/bin/nologin", "/usr/sbi
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
+# Resource limits by systemd's names (systemd.exec(5) "LimitCPU=" ...), all that a unit
+# has; the manager's DefaultLimitNAME= / DefaultLimitNAMESoft= are what a unit gets.
+RLIMITS = {
+    "CPU": resource.RLIMIT_CPU, "FSIZE": resource.RLIMIT_FSIZE, "DATA": resource.RLIMIT_DATA,
+    "STACK": resource.RLIMIT_STACK, "CORE": resource.RLIMIT_CORE, "RSS": resource.RLIMIT_RSS,
+    "NOFILE": resource.RLIMIT_NOFILE, "AS": resource.RLIMIT_AS, "NPROC": resource.RLIMIT_NPROC,
+    "MEMLOCK": resource.RLIMIT_MEMLOCK, "LOCKS": getattr(resource, "RLIMIT_LOCKS", 10),  # Linux's 10; Python has no name for it
+    "SIGPENDING": resource.RLIMIT_SIGPENDING, "MSGQUEUE": resource.RLIMIT_MSGQUEUE,
+    "NICE": resource.RLIMIT_NICE, "RTPRIO": resource.RLIMIT_RTPRIO, "RTTIME": resource.RLIMIT_RTTIME,
+}
+# When no manager answers (not booted with systemd, or not root without D-Bus): systemd's
+# own defaults. systemd-system.conf(5): DefaultTimeoutStopSec=90s, DefaultLimitNOFILE=
+# 1024:524288, and RLIMIT_CORE "set to infinity by PID 1" (src/core/main.c,
+# initialize_coredump); the other limits are inherited from the kernel: the caller's stay.
+FALLBACK_STOP_TIMEOUT_USEC = 90_000_000
+FALLBACK_RLIMITS = {"NOFILE": (1024, 524288), "CORE": (resource.RLIM_INFINITY, resource.RLIM_INFINITY)}
+# The time units of a span as `systemctl show` prints it (format_timespan(), time-util.c).
+SPAN_UNITS = {"y": 31_557_600_000_000, "month": 2_629_800_000_000, "w": 604_800_000_000,
+              "d": 86_400_000_000, "h": 3_600_000_000, "min": 60_000_000, "s": 1_000_000,
+              "ms": 1000, "us": 1}
+
 # Failures before the job's program runs -> (exit code, systemd's name for the same failure).
 # The codes are systemd's own exec status codes (systemd.exec(5) "Process Exit Codes"),
 # so `jobgen run` ends as the unit's ExecStart= would; an environment file systemd fails
@@ -66,11 +107,15 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 EXIT: dict[str, tuple[int, str]] = {
     "chdir": (200, "CHDIR"),
     "exec": (203, "EXEC"),
+    "limits": (205, "LIMITS"),
     "group": (216, "GROUP"),
     "user": (217, "USER"),
     "permission": (77, "NOPERM"),  # not root: cannot become the job's user
     "environment-file": (78, "CONFIG"),
     "credentials": (243, "CREDENTIALS"),
+    # The lock file is missing or cannot be made: flock(1) in the unit ends the same way
+    # when it cannot open it (EX_NOINPUT), so the code is the unit's.
+    "lock-file": (66, "NOINPUT"),
 }
 
 
@@ -81,16 +126,24 @@ class RunError(Exception):
         self.code = EXIT[outcome][0]
 
 
-class Spec(Protocol):  # compiler.plan.RunSpec (runtime does not import the compiler)
+class Spec(Protocol):  # compiler.context.RunSpec (runtime does not import the compiler)
     argv: tuple[str, ...]
     environment: tuple[tuple[str, str], ...]
-    working_directory: str | None
+    working_directory: str
     user: str | None
     group: str | None
     environment_files: tuple[str, ...]
     no_new_privs: bool
     umask: int
     credentials: tuple[tuple[str, str], ...]
+    timeout_usec: int | None
+    kill_mode: str
+    kill_signal: str
+    stop_timeout_usec: int | None
+    success_exit_status: tuple[int, ...]
+    lock_file: str | None
+    lock_files: tuple[str, ...]
+    conflict_outcome: str
 
 
 @dataclass(frozen=True)
@@ -105,6 +158,28 @@ class Process:
     no_new_privs: bool
     user: str | None = field(default=None)
     credentials: tuple[tuple[str, str], ...] = ()
+    rlimits: tuple[tuple[int, int, int], ...] = ()  # (RLIMIT_*, soft, hard)
+    timeout: float | None = None  # seconds; None: none
+    kill_mode: str = "control-group"
+    kill_signal: int = signal.SIGTERM
+    stop_timeout: float = FALLBACK_STOP_TIMEOUT_USEC / 1e6
+    success_exit_status: tuple[int, ...] = ()
+    lock_file: str | None = None
+    lock_files: tuple[str, ...] = ()  # tmpfiles.d lines
+    conflict_outcome: str = FAILED
+
+
+@dataclass(frozen=True)
+class Ended:
+    """How the job ended, in the words systemd passes the unit's reporter
+    (systemd.exec(5): $SERVICE_RESULT, $EXIT_CODE, $EXIT_STATUS), and the outcome word."""
+
+    status: int  # what `jobgen run` exits with: the job's status, 128+N for signal N, 124 on timeout
+    result: str  # success | exit-code | signal | core-dump | timeout
+    exit_code: str  # exited | killed | dumped
+    exit_status: str  # a number, or a signal name without SIG
+    outcome: str  # JOBGEN_OUTCOME, as the unit's reporter logs it
+    why: str = ""  # what the words do not say: a lock conflict, a timeout's stop
 
 
 # --------------------------------------------------------------------------- env files
@@ -251,6 +326,64 @@ def manager_locale() -> list[tuple[str, str]]:
     return [("LANG", DEFAULT_LANG)]
 
 
+@dataclass(frozen=True)
+class ManagerDefaults:
+    stop_timeout_usec: int
+    rlimits: dict[str, tuple[int, int]]  # systemd's name -> (soft, hard); absent: inherited
+
+
+def manager_defaults() -> ManagerDefaults:
+    """What the running service manager gives a unit that sets neither TimeoutStopSec= nor
+    Limit*= (`systemctl show`: its DefaultTimeoutStopUSec and DefaultLimit*, which are its
+    own limits where system.conf sets none, as a unit inherits them); systemd's documented
+    defaults when no manager answers."""
+    names = ["DefaultTimeoutStopUSec"] + [f"DefaultLimit{n}{soft}" for n in RLIMITS for soft in ("", "Soft")]
+    shown = _systemctl_show(names)
+    stop = _parse_span(shown.get("DefaultTimeoutStopUSec", ""))
+    limits = {}
+    for name in RLIMITS:
+        soft, hard = _parse_limit(shown.get(f"DefaultLimit{name}Soft", "")), _parse_limit(shown.get(f"DefaultLimit{name}", ""))
+        if soft is not None and hard is not None:
+            limits[name] = (soft, hard)
+    if stop is None or not limits:
+        return ManagerDefaults(FALLBACK_STOP_TIMEOUT_USEC, dict(FALLBACK_RLIMITS))
+    return ManagerDefaults(stop, limits)
+
+
+def _systemctl_show(names: list[str]) -> dict[str, str]:
+    tool = shutil.which("systemctl", path="/usr/bin:/bin")
+    if not tool:
+        return {}
+    try:
+        out = subprocess.run([tool, "show", "--property=" + ",".join(names)], capture_output=True,
+                             text=True, timeout=10, stdin=subprocess.DEVNULL)
+    except (OSError, subprocess.SubprocessError):
+        return {}
+    if out.returncode != 0:
+        return {}
+    return dict(line.split("=", 1) for line in out.stdout.splitlines() if "=" in line)
+
+
+def _parse_limit(text: str) -> int | None:
+    if text == "infinity":
+        return resource.RLIM_INFINITY
+    return int(text) if text.isdigit() else None
+
+
+def _parse_span(text: str) -> int | None:
+    """'1min 30s' -> µs; 'infinity' -> None too (no manager gives a stop that long)."""
+    parts = re.findall(r"([0-9]+(?:\.[0-9]+)?)([a-z]+)", text)
+    if not parts or "".join(n + u for n, u in parts) != text.replace(" ", ""):
+        return None
+    if any(u not in SPAN_UNITS for _, u in parts):
+        return None
+    return round(sum(float(n) * SPAN_UNITS[u] for n, u in parts))
+
+
+def _signal_number(name: str) -> int:
+    return int(name) if name.isdigit() else signal.Signals[name if name.startswith("SIG") else "SIG" + name]
+
+
 def _user(name: str) -> pwd.struct_passwd:
     try:
         return pwd.getpwuid(int(name)) if name.isdigit() else pwd.getpwnam(name)
@@ -267,7 +400,7 @@ def _group(name: str) -> int:
                        "fail with status 216/GROUP)") from None
 
 
-def build(spec: Spec, *, euid: int | None = None) -> Process:
+def build(spec: Spec, *, euid: int | None = None, defaults: ManagerDefaults | None = None) -> Process:
     """The process systemd would start for the unit, as data (no side effects but reads
     of /etc/passwd, /etc/group, the locale and the environment files)."""
     euid = os.geteuid() if euid is None else euid
@@ -297,34 +430,82 @@ def build(spec: Spec, *, euid: int | None = None) -> Process:
         gid = _group(spec.group) if euid == 0 else None
     env.update(spec.environment)
     env.update(load_env_files(spec.environment_files))
-    return Process(tuple(spec.argv), env, spec.working_directory, uid, gid, groups,
-                   spec.umask, spec.no_new_privs, user, tuple(spec.credentials))
+    defaults = manager_defaults() if defaults is None else defaults
+    stop = spec.stop_timeout_usec if spec.stop_timeout_usec is not None else defaults.stop_timeout_usec
+    return Process(
+        tuple(spec.argv), env, spec.working_directory, uid, gid, groups, spec.umask,
+        spec.no_new_privs, user, tuple(spec.credentials),
+        rlimits=tuple((RLIMITS[n], soft, hard) for n, (soft, hard) in sorted(defaults.rlimits.items())),
+        timeout=spec.timeout_usec / 1e6 if spec.timeout_usec is not None else None,
+        kill_mode=spec.kill_mode, kill_signal=_signal_number(spec.kill_signal), stop_timeout=stop / 1e6,
+        success_exit_status=tuple(spec.success_exit_status), lock_file=spec.lock_file,
+        lock_files=tuple(spec.lock_files), conflict_outcome=spec.conflict_outcome)
 
 
 # --------------------------------------------------------------------------- starting
 
 
-def _child_setup(proc: Process):
-    """After the identity change (Popen applies user/group/groups first), as the job's
-    user: enter the working directory (systemd does it as the user too), then
-    no_new_privs. A failure reaches the parent as SubprocessError."""
+def _child_setup(proc: Process, failed_at: int):
+    """In the child, in systemd's order (exec_child in src/core/execute.c): resource
+    limits while still privileged, then supplementary groups, gid, uid, then as the job's
+    user the working directory and no_new_privs. A failing step writes its name (an EXIT
+    key) to ``failed_at`` and reaches the parent as SubprocessError."""
+
+    def step(name: str, action) -> None:
+        try:
+            action()
+        except BaseException:
+            os.write(failed_at, name.encode())
+            raise
+
+    def identity() -> None:
+        if proc.groups is not None:
+            os.setgroups(proc.groups)
+        if proc.gid is not None:
+            os.setresgid(proc.gid, proc.gid, proc.gid)
+        if proc.uid is not None:
+            os.setresuid(proc.uid, proc.uid, proc.uid)
 
     def setup() -> None:
-        if proc.cwd:
-            os.chdir(proc.cwd)
+        step("limits", lambda: _set_rlimits(proc.rlimits))
+        step("user", identity)
+        step("chdir", lambda: os.chdir(proc.cwd) if proc.cwd else None)
         if proc.no_new_privs:
-            tree.no_new_privs()
+            step("user", tree.no_new_privs)
 
     return setup
 
 
+def _set_rlimits(limits: tuple[tuple[int, int, int], ...]) -> None:
+    """setrlimit(2) each, or as near as allowed: a caller that may not raise a hard limit
+    gets its own hard limit, as systemd's setrlimit_closest() does (rlimit-util.c)."""
+    for res, soft, hard in limits:
+        try:
+            resource.setrlimit(res, (soft, hard))
+        except (OSError, ValueError):
+            _, have = resource.getrlimit(res)
+            hard = _lower(hard, have)
+            resource.setrlimit(res, (_lower(soft, hard), hard))
+
+
+def _lower(a: int, b: int) -> int:
+    inf = resource.RLIM_INFINITY
+    return b if a == inf else a if b == inf else min(a, b)
+
+
 def start(proc: Process, stdout, stderr) -> int:
-    """Run the process to its end and return its status (128+N for signal N).
+    """Run the process to its end and return its status (128+N for signal N)."""
+    return execute(proc, stdout, stderr).status
+
+
+def execute(proc: Process, stdout, stderr) -> Ended:
+    """Run the process to its end, as the unit runs: its lock file made first, stopped
+    at its timeout, what it leaves behind stopped when its main process ends.
 
     stdout/stderr: binary file objects the job's output is copied to. jobgen run is a
-    child subreaper: what the job leaves behind is stopped (SIGTERM, SIGKILL after 10 s)
-    when its main process ends, as a unit's remaining processes are.
+    child subreaper, so it sees every process the job leaves behind, as a unit's cgroup.
     """
+    prepare_lock_file(proc)
     tree.become_subreaper()
     out_r, out_w = os.pipe()
     err_r, err_w = os.pipe()
@@ -354,6 +535,45 @@ def start(proc: Process, stdout, stderr) -> int:
             shutil.rmtree(creds, ignore_errors=True)
 
 
+def prepare_lock_file(proc: Process) -> None:
+    """The lock file as the unit finds it: made by systemd-tmpfiles from the snippet's own
+    lines (mode 0600, the job's user), which also puts right an existing file's mode and
+    owner as every boot does. Not root: it must exist and open for us, else one line
+    saying what to run (flock(1) would only say 'Permission denied')."""
+    if not proc.lock_file:
+        return
+    if os.geteuid() == 0:
+        tool = shutil.which("systemd-tmpfiles", path="/usr/bin:/bin")
+        if tool is None:
+            raise RunError("lock-file", f"cannot make lock file {proc.lock_file}: systemd-tmpfiles "
+                           "is not installed (the unit's lock file is made by it)")
+        made = subprocess.run([tool, "--create", "-"], input="\n".join(proc.lock_files) + "\n",
+                              capture_output=True, text=True, timeout=60)
+        if made.returncode != 0:
+            why = (made.stderr.strip().splitlines() or [f"exit {made.returncode}"])[-1]
+            raise RunError("lock-file", f"cannot make lock file {proc.lock_file} as its "
+                           f"tmpfiles.d line says: systemd-tmpfiles: {why}")
+        return
+    try:
+        os.close(os.open(proc.lock_file, os.O_RDONLY | os.O_NOCTTY | os.O_CLOEXEC))
+    except FileNotFoundError:
+        raise RunError("lock-file", f"lock file {proc.lock_file} does not exist yet: run "
+                       "`systemd-tmpfiles --create` as root (`jobgen apply` does; so does every "
+                       "boot), or `jobgen run` as root, which makes it") from None
+    except OSError as e:
+        who = pwd.getpwuid(os.geteuid()).pw_name if _known_uid(os.geteuid()) else str(os.geteuid())
+        raise RunError("permission", f"cannot open lock file {proc.lock_file} as user '{who}': "
+                       f"{e.strerror} (it is 0600, the job's user's); run `jobgen run` as root") from None
+
+
+def _known_uid(uid: int) -> bool:
+    try:
+        pwd.getpwuid(uid)
+    except KeyError:
+        return False
+    return True
+
+
 def _credentials(proc: Process) -> str:
     """LoadCredential=: each file copied (as root, who reads it for systemd too) into a
     fresh directory that only the job's user can enter, files 0400 (systemd.exec(5))."""
@@ -378,23 +598,27 @@ def _credentials(proc: Process) -> str:
     return folder
 
 
-def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pending) -> int:
+def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pending) -> Ended:
+    failed_r, failed_w = os.pipe()
     try:
         child = subprocess.Popen(
             proc.argv, env=proc.env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
-            user=proc.uid, group=proc.gid, extra_groups=proc.groups, umask=proc.umask,
-            start_new_session=True, preexec_fn=_child_setup(proc), close_fds=True)
+            umask=proc.umask, start_new_session=True, preexec_fn=_child_setup(proc, failed_w),
+            close_fds=True)
     except FileNotFoundError as e:
         raise RunError("exec", f"cannot run {proc.argv[0]}: {e.strerror}") from None
     except PermissionError as e:
         raise RunError("exec", f"cannot run {proc.argv[0]}: {e.strerror}") from None
     except subprocess.SubprocessError:
-        where = f"working directory {proc.cwd}" if proc.cwd else "the job's context"
-        raise RunError("chdir", f"cannot enter {where} as user '{proc.user or 'root'}' "
-                       "(the unit would fail with status 200/CHDIR)") from None
+        os.close(failed_w)
+        failed_w = -1
+        raise _setup_failed(proc, os.read(failed_r, 64).decode()) from None
     finally:
         os.close(out_w)
         os.close(err_w)
+        if failed_w >= 0:
+            os.close(failed_w)
+        os.close(failed_r)
     job.append(child.pid)  # the job's session and process group id
     for signum in pending:
         _signal_group(child.pid, signum)
@@ -402,17 +626,136 @@ def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pendi
               for fd, dst in ((out_r, stdout), (err_r, stderr))]
     for t in relays:
         t.start()
-    status = child.wait()
-    if tree.descendants():  # the unit's remaining processes are killed when it ends
-        tree.signal_tree(None, signal.SIGTERM)
-        done = threading.Event()
-        killer = threading.Thread(target=_kill_later, args=(done,), daemon=True)
-        killer.start()
-        tree.reap_all()
-        done.set()
+    stop = _Stop(proc, child.pid)
+    timer = None
+    if proc.timeout is not None:
+        timer = threading.Timer(proc.timeout, stop.timed_out)
+        timer.daemon = True
+        timer.start()
+    _, raw = os.waitpid(child.pid, 0)
+    child.returncode = os.waitstatus_to_exitcode(raw)  # Popen must not wait for it again
+    if timer is not None:
+        timer.cancel()
+    stop.main_gone()
+    if tree.descendants():  # the unit's remaining processes are stopped when it ends
+        stop.begin()
+    tree.reap_all()
+    stop.done.set()
     for t in relays:
         t.join()
-    return 128 - status if status < 0 else status
+    return _ended(raw, stop.timed, proc)
+
+
+def _setup_failed(proc: Process, step: str) -> RunError:
+    if step == "limits":
+        return RunError("limits", "cannot set the unit's resource limits (the unit would fail "
+                        "with status 205/LIMITS)")
+    if step == "user":
+        return RunError("user", f"cannot become user '{proc.user or 'root'}' (the unit would "
+                        "fail with status 217/USER)")
+    where = f"working directory {proc.cwd}" if proc.cwd else "the job's context"
+    return RunError("chdir", f"cannot enter {where} as user '{proc.user or 'root'}' "
+                    "(the unit would fail with status 200/CHDIR)")
+
+
+class _Stop:
+    """systemd's stop of a unit's processes (systemd.kill(5)): KillSignal= to the main
+    process (KillMode=mixed) or to every process (control-group), then SIGKILL to every
+    process left once TimeoutStopSec= has passed. Begun by TimeoutStartSec= running out,
+    or by the main process ending with others left behind."""
+
+    def __init__(self, proc: Process, main: int):
+        self.proc, self.main = proc, main
+        self.done = threading.Event()  # every process of the job is gone
+        self.timed = False
+        self._main_alive = True
+        self._deadline: float | None = None
+        self._lock = threading.Lock()
+        self._killer: threading.Thread | None = None
+
+    def timed_out(self) -> None:
+        self.timed = True
+        self.begin()
+
+    def main_gone(self) -> None:
+        with self._lock:
+            self._main_alive = False
+            # mixed: the stop signal went to the main process only; once it is gone
+            # the rest get SIGKILL at once (service.c: final SIGTERM reaches no one).
+            if self._deadline is not None and self.proc.kill_mode == "mixed":
+                self._deadline = time.monotonic()
+
+    def begin(self) -> None:
+        with self._lock:
+            if self._deadline is not None:
+                return
+            if self.proc.kill_mode == "mixed":
+                if self._main_alive:
+                    _signal_pid(self.main, self.proc.kill_signal)
+                    self._deadline = time.monotonic() + self.proc.stop_timeout
+                else:
+                    self._deadline = time.monotonic()
+            else:
+                tree.signal_tree(None, self.proc.kill_signal)
+                self._deadline = time.monotonic() + self.proc.stop_timeout
+            self._killer = threading.Thread(target=self._kill_at_deadline, daemon=True)
+            self._killer.start()
+
+    def _kill_at_deadline(self) -> None:
+        while not self.done.is_set():
+            with self._lock:
+                left = self._deadline - time.monotonic()
+            if left <= 0:
+                break
+            self.done.wait(min(left, 0.1))
+        while not self.done.is_set():
+            tree.signal_tree(None, signal.SIGKILL)
+            self.done.wait(0.05)
+
+
+def _signal_pid(pid: int, signum: int) -> None:
+    try:
+        os.kill(pid, signum)
+    except (ProcessLookupError, PermissionError):
+        pass
+
+
+def _ended(raw: int, timed_out: bool, proc: Process) -> Ended:
+    """The wait status as systemd names it for the unit's reporter (service.c,
+    service_sigchld_event: a oneshot's only clean exits are 0 and SuccessExitStatus=)."""
+    if os.WIFEXITED(raw):
+        code = os.WEXITSTATUS(raw)
+        exit_code, exit_status, status = "exited", str(code), code
+        result = "success" if code == 0 or code in proc.success_exit_status else "exit-code"
+    else:
+        sig = os.WTERMSIG(raw)
+        dumped = os.WCOREDUMP(raw)
+        exit_code, exit_status, status = "dumped" if dumped else "killed", _signal_name(sig), 128 + sig
+        result = "core-dump" if dumped else "signal"
+    why = ""
+    if timed_out:
+        result, status = "timeout", TIMEOUT_EXIT
+        why = (f"ran past its timeout of {proc.timeout:g}s: stopped with {_signal_name(proc.kill_signal)} "
+               f"(KillMode={proc.kill_mode}), SIGKILL after {proc.stop_timeout:g}s; exit {status}")
+    word = outcome(result, exit_code, exit_status, proc.conflict_outcome)
+    if result == "success" and exit_status == str(CONFLICT_EXIT):
+        why = "another run held the lock; the command did not run"
+    return Ended(status, result, exit_code, exit_status, word, why)
+
+
+def _signal_name(sig: int) -> str:
+    try:
+        return signal.Signals(sig).name.removeprefix("SIG")
+    except ValueError:
+        return str(sig)
+
+
+def outcome(result: str, exit_code: str, exit_status: str, conflict_outcome: str) -> str:
+    """JOBGEN_OUTCOME as the unit's reporter computes it (plan.REPORTER), from the same
+    table (outcomes.BY_RESULT)."""
+    if (result, exit_code, exit_status) == ("success", "exited", str(CONFLICT_EXIT)):
+        return conflict_outcome
+    return by_result(result, exit_code, exit_status)
 
 
 def _signal_group(pgid: int, signum: int) -> None:
@@ -422,14 +765,6 @@ def _signal_group(pgid: int, signum: int) -> None:
         os.killpg(pgid, signum)
     except (ProcessLookupError, PermissionError):
         pass
-
-
-def _kill_later(done: threading.Event, grace: float = 10.0) -> None:
-    if done.wait(grace):
-        return
-    while not done.is_set():
-        tree.signal_tree(None, signal.SIGKILL)
-        done.wait(0.05)
 
 
 def _relay(fd: int, dst) -> None:
