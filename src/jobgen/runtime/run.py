@@ -55,7 +55,7 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from jobgen.contract.locks import CONFLICT_EXIT
-from jobgen.contract.outcomes import by_result
+from jobgen.contract.outcomes import FAILED, by_result
 from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.runtime import tree
 
