@@ -34,6 +34,7 @@ from pathlib import Path
 from jobgen.runtime import journal
 from jobgen.contract import outcomes
 from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL, ON_FULL, SET_ASIDE
+from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.runtime.queue.spool import STATES, NoSuchRequest, QueueFull, SetAside, Spool, TooBig
 
 EXIT_OK, EXIT_LEFT_WORK, EXIT_USAGE = 0, 1, 64
@@ -79,7 +80,7 @@ def _parser(verb: str) -> _Parser:
         p.add_argument("--by", default="jobgen enqueue", help="what asked for the run (journal field)")
     if verb == "drain":
         p.add_argument("--limit", type=_positive, default=None, metavar="N", help="stop after N requests")
-        p.add_argument("--timeout", type=_positive, default=None, metavar="SECONDS", help="stop a request that runs longer (exit status 124)")
+        p.add_argument("--timeout", type=_positive, default=None, metavar="SECONDS", help=f"stop a request that runs longer (exit status {TIMEOUT_EXIT})")
     if verb == "queue":
         action = p.add_mutually_exclusive_group()
         action.add_argument("--retry", metavar="ID", help="move a failed request back to pending")

@@ -28,6 +28,7 @@ from dataclasses import dataclass
 from typing import Callable, Mapping
 
 from jobgen.contract.outcomes import STOPPED
+from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.runtime.queue.spool import Request, Spool
 
 Log = Callable[[str, Request | None, str], None]  # (outcome, request, message)
@@ -53,8 +54,9 @@ class Summary:
         return 1 if (self.retry or self.failed or self.stopped) else 0
 
 
-# timeout(1)'s status for a command it had to stop: a request past the job's `timeout`.
-TIMED_OUT = 124
+# timeout(1)'s status for a command it had to stop (a request past the job's `timeout`),
+# the same `jobgen run` gives a job past its timeout.
+TIMED_OUT = TIMEOUT_EXIT
 GRACE = 10.0  # seconds between SIGTERM and SIGKILL for a request past its timeout
 
 
