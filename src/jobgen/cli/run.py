@@ -3,7 +3,6 @@ context systemd would give it (runtime/run.py builds and starts it)."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -15,7 +14,8 @@ from jobgen.cli.exits import EXIT_INVALID
 
 
 def register(app: typer.Typer) -> None:
-    from jobgen.contract.locks import CONFLICT_EXIT, DEFAULT_HOLDER
+    from jobgen.contract.locks import CONFLICT_EXIT
+    from jobgen.runtime import spawn
 
     @app.command()
     def run(
@@ -23,7 +23,7 @@ def register(app: typer.Typer) -> None:
         job: str = typer.Argument(..., help="Job name."),
         systemd: Optional[str] = SystemdOpt,
         preset: Optional[str] = PresetOpt,
-        holder: str = typer.Option(sys.argv[0] if os.path.isabs(sys.argv[0]) else DEFAULT_HOLDER, "--holder", help="jobgen executable for cluster locks."),
+        holder: str = typer.Option(spawn.console_script(sys.argv[0]), "--holder", help="jobgen executable for cluster locks."),
     ) -> None:
         """Run a job now: the unit's lock and argv, as its user, in its environment."""
         from jobgen.runtime import run as runtime

@@ -31,7 +31,6 @@ Rules the plan keeps (README: Deploying):
 from __future__ import annotations
 
 import os
-import shutil
 import stat
 import subprocess
 import time
@@ -41,6 +40,7 @@ from pathlib import Path
 from jobgen.compiler import layout as layouts
 from jobgen.compiler import write
 from jobgen.compiler import header
+from jobgen.runtime import spawn
 
 UNIT_SUFFIXES = (".service", ".timer", ".target", ".path")  # .path: the watch of an overlap: queue job
 RUNNING = frozenset({"active", "activating", "deactivating", "reloading", "refreshing"})
@@ -276,13 +276,13 @@ def host_problem(where: Where, check: bool) -> str | None:
         return "installing units needs root (run as root, or use --check to see what would change)"
     if not os.path.isdir("/run/systemd/system"):
         return "systemd is not running on this host (no /run/systemd/system); to fill an image root use --root DIR"
-    if shutil.which("systemctl") is None:
+    if spawn.find("systemctl") is None:
         return "systemctl not found"
     return None
 
 
 def _run(argv: tuple[str, ...], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    return spawn.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
 def query_state(where: Where, units: list[str]) -> UnitState:
@@ -290,7 +290,7 @@ def query_state(where: Where, units: list[str]) -> UnitState:
     systemctl cannot find prints nothing on stdout, so answers of one call could not be
     matched to their units)."""
     state = UnitState()
-    if where.image and shutil.which("systemctl") is None:
+    if where.image and spawn.find("systemctl") is None:
         return state
     for unit in sorted(set(units)):
         state.enabled[unit] = _run(where.systemctl("is-enabled", unit)).stdout.strip() or "not-found"

@@ -18,6 +18,8 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Callable, Iterable
 
+from jobgen.runtime import spawn
+
 # What the reporter writes (compiler/plan.py REPORTER), in the order status lists them.
 OUTCOMES = ("success", "failed", "timeout", "skipped", "wait-expired", "deferred")
 FORMAT_VERSION = 1
@@ -122,7 +124,7 @@ def summarize(jobs: list[str], entries: list[dict], timers: dict[str, dict[str, 
 Run = Callable[..., subprocess.CompletedProcess]
 
 
-def collect(jobs: list[str] | None, since: str = DEFAULT_SINCE, run: Run = subprocess.run) -> list[JobStatus]:
+def collect(jobs: list[str] | None, since: str = DEFAULT_SINCE, run: Run = spawn.run) -> list[JobStatus]:
     """Ask this host: journalctl for the reporter's lines, systemctl for the timers.
 
     jobs None: every job that logged in the window."""
