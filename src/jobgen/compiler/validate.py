@@ -826,6 +826,8 @@ def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, s
             p.error(kp["backend"], f"{what}: 'lock.backend': {problem}")
         if spec.name is None:
             p.error(at, f"{what}: 'scope: cluster' needs an explicit 'lock.name', the identity every host shares (e.g. 'shop:{job}')")
+        if spec.credential is not None and (problem := locks.credential_problem(spec.credential)):
+            p.error(kp["credential"], f"{what}: 'lock.credential': {problem}")
     return Lock(scope, name, spec.backend, spec.ttl_usec, spec.password_file, spec.credential, spec.path)
 
 

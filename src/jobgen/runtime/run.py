@@ -37,6 +37,7 @@ import threading
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from jobgen.contract.locks import credential_problem
 from jobgen.runtime import tree
 
 # The service manager's PATH when `systemd-path` cannot say (systemd's DEFAULT_PATH with
@@ -356,7 +357,12 @@ def start(proc: Process, stdout, stderr) -> int:
 
 def _credentials(proc: Process) -> str:
     """LoadCredential=: each file copied (as root, who reads it for systemd too) into a
-    fresh directory that only the job's user can enter, files 0400 (systemd.exec(5))."""
+    fresh directory that only the job's user can enter, files 0400 (systemd.exec(5)).
+    A name systemd would refuse (a path such as '../x') or a source it would not read is
+    refused before any file is touched: `check` refuses both, a plan made otherwise too."""
+    for cred in proc.credentials:
+        if problem := credential_problem(":".join(cred)):
+            raise RunError("credentials", f"lock.credential: {problem}; nothing was read or written")
     folder = tempfile.mkdtemp(prefix="jobgen-credentials-", dir="/run" if os.access("/run", os.W_OK) else None)
     try:
         for name, source in proc.credentials:
