@@ -9,6 +9,8 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -65,3 +67,40 @@ def test_run_refuses_a_relative_credential_source(tmp_path: Path, monkeypatch) -
                               "NAME:/absolute/path, e.g. 'redis-password:/etc/jobgen/redis.pass'; "
                               "nothing was read or written")
     assert not marker.exists()
+
+
+JOBGEN_BIN = str(Path(sys.executable).parent / "jobgen")
+
+
+def _planted_env_file(tmp_path: Path) -> Path:
+    """A folder where another user wrote '-/etc/report.env': what '--/etc/report.env'
+    names relative to it."""
+    cwd = tmp_path / "shared"
+    (cwd / "-" / "etc").mkdir(parents=True)
+    (cwd / "-" / "etc" / "report.env").write_text("LD_PRELOAD=/tmp/evil.so\nMARK=planted\n")
+    return cwd
+
+
+def test_run_refuses_an_environment_file_that_names_the_working_folder(tmp_path: Path) -> None:
+    cwd, out = _planted_env_file(tmp_path), tmp_path / "out"
+    manifest = tmp_path / "m.yaml"
+    manifest.write_text(
+        'jobgen: 1\ntarget: {systemd: ">=252"}\njobs:\n  report:\n'
+        f'    command: [/bin/sh, -c, \'echo "$MARK $LD_PRELOAD" > {out}\']\n'
+        '    schedule: daily\n    environment_file: "--/etc/report.env"\n')
+    r = subprocess.run([JOBGEN_BIN, "run", str(manifest), "report"], cwd=cwd, capture_output=True, text=True, timeout=60)
+    assert r.returncode == 2
+    assert r.stderr == (f"{manifest}:7:23: error: job 'report': 'environment_file': must be an absolute path "
+                        "(optionally prefixed with one '-'), got '--/etc/report.env'\n"
+                        "jobgen: 1 error; nothing written\n")
+    assert not out.exists()
+
+
+def test_run_never_reads_a_relative_environment_file(tmp_path: Path, monkeypatch) -> None:
+    """For a plan that did not come through `check`: systemd ignores the line, and so does
+    `jobgen run` — it never reads the working folder."""
+    cwd = _planted_env_file(tmp_path)
+    monkeypatch.chdir(cwd)
+    spec = dataclasses.replace(_spec(tmp_path, ["/bin/true"]), environment_files=("--/etc/report.env", "-etc/x", "/../x"))
+    env = run.build(spec).env
+    assert "MARK" not in env and "LD_PRELOAD" not in env

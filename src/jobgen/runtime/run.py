@@ -208,6 +208,8 @@ def load_env_files(entries: tuple[str, ...]) -> list[tuple[str, str]]:
     for entry in entries:
         optional = entry.startswith("-")
         pattern = entry[1:] if optional else entry
+        if not pattern.startswith("/") or ".." in pattern.split("/"):
+            continue  # systemd ignores the line (path_simplify_and_warn); never the caller's folder
         paths = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         if not paths and not optional:
             raise RunError("environment-file", f"environment file {pattern}: no file matches")
