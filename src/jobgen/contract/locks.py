@@ -211,6 +211,14 @@ def split_url(url: str) -> RawUrl:
     username, colon, password = userinfo.partition(":") if at else ("", "", "")
     if _literal(urllib.parse.unquote(password)):
         raise UrlProblem(LITERAL_PASSWORD)
+    if var := VARIABLE.search(urllib.parse.unquote(username)):
+        # Before the ':' is the user name, which logs and error messages show in clear:
+        # a secret there (redis://${PASS}@host) would be printed on a failed login.
+        raise UrlProblem(
+            f"'{var.group(0)}' is in the user name, which is shown in logs; a password goes after ':' "
+            f"({scheme}://:{var.group(0)}@{hostport} or {scheme}://USER:{var.group(0)}@{hostport}), "
+            "and a user name is written as it is"
+        )
     query = tuple(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
     for key, value in query:
         if is_secret_key(key) and _literal(value):
