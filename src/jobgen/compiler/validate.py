@@ -139,7 +139,7 @@ def _checked_path(path: str, value: str, form: str = "") -> None:
     if not path.startswith("/"):
         raise Invalid(f"must be an absolute path{form}, got '{value}'")
     if ".." in path.split("/"):
-        raise Invalid(f"must be a normalized path without '..' (systemd refuses it: \"path is not normalized\"), got '{value}'")
+        raise Invalid(f"must be a normalized path without '..' (systemd refuses such a path in its settings: \"path is not normalized\"), got '{value}'")
     _path_length(path)
 
 
