@@ -86,10 +86,11 @@ def resolve_target(systemd: Optional[str], preset: Optional[str]):
     if text is None:
         return None
     from jobgen.compiler.target import parse_systemctl_version, parse_target
+    from jobgen.runtime import spawn
 
     if text == "auto":
         try:
-            out = subprocess.run(["systemctl", "--version"], capture_output=True, text=True, timeout=10).stdout
+            out = spawn.run(["systemctl", "--version"], capture_output=True, text=True, timeout=10).stdout
             text = str(parse_systemctl_version(out))
         except (OSError, subprocess.SubprocessError, ValueError) as exc:
             raise CliError(f"--systemd auto: cannot read `systemctl --version`: {exc}") from None

@@ -47,6 +47,7 @@ def register(app: typer.Typer) -> None:
         from jobgen.compiler import layout, pipeline
         from jobgen.compiler.diagnostics import NOTE, WARNING, ManifestError
         from jobgen.host import apply as host
+        from jobgen.runtime import spawn
 
         json_out = fmt == Format.json
         dry = check or diff
@@ -77,7 +78,7 @@ def register(app: typer.Typer) -> None:
             fail(EXIT_REFUSED, [problem])
 
         # On this host the units exec the jobgen that runs now; an image gets the packaged path.
-        running = None if root is not None else host.running_jobgen(sys.argv[0])
+        running = None if root is not None else spawn.running_jobgen(sys.argv[0])
         holder = holder or running or DEFAULT_HOLDER
         target = resolve_target(systemd if systemd or preset or root is not None else "auto", preset)
         results, problems = [], []

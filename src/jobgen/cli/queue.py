@@ -9,7 +9,6 @@ job's user, and a request written by root would be unreadable to its drainer.
 from __future__ import annotations
 
 import dataclasses
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -18,6 +17,7 @@ import typer
 
 from jobgen.cli.app import Format, FormatOpt, SystemdOpt, build_all, err, resolve_target
 from jobgen.cli.exits import EXIT_INVALID
+from jobgen.runtime import spawn
 
 
 def _queued_job(manifest: Path, job: str, systemd: Optional[str]):
@@ -32,17 +32,20 @@ def _queued_job(manifest: Path, job: str, systemd: Optional[str]):
 
 
 def _self() -> str:
-    return sys.argv[0] if os.path.isabs(sys.argv[0]) else "/usr/bin/jobgen"
+    return spawn.console_script(sys.argv[0])
 
 
-def _run_as_job(spec, argv: list[str]) -> int:
+def _run_as_job(spec, args: list[str]) -> int:
     """The runtime command in the job's own process context (user, groups, environment and
     environment files, as `jobgen run` builds it): the spool is the job user's, and a cluster
-    URL's ${VAR} comes from the job's environment file."""
+    URL's ${VAR} comes from the job's environment file. It is this jobgen, isolated from the
+    caller's working folder (spawn.jobgen_argv), started in '/': it needs no folder, and
+    the operator's may hold anything."""
     from jobgen.runtime import run as runtime
 
+    child = dataclasses.replace(spec, argv=spawn.jobgen_argv(*args), working_directory=spawn.NEUTRAL_CWD)
     try:
-        return runtime.start(runtime.build(dataclasses.replace(spec, argv=tuple(argv))), sys.stdout.buffer, sys.stderr.buffer)
+        return runtime.start(runtime.build(child), sys.stdout.buffer, sys.stderr.buffer)
     except runtime.RunError as exc:
         err(f"jobgen: error: {exc}")
         raise typer.Exit(exc.code)
@@ -58,8 +61,7 @@ def register(app: typer.Typer) -> None:
     ) -> None:
         """Record one request for a queued job (arguments after -- are passed to its command)."""
         spec, store = _queued_job(manifest, job, systemd)
-        argv = [sys.executable, "-m", "jobgen", "enqueue", *store, "--by", "jobgen enqueue", "--", *ctx.args]
-        raise typer.Exit(_run_as_job(spec, argv))
+        raise typer.Exit(_run_as_job(spec, ["enqueue", *store, "--by", "jobgen enqueue", "--", *ctx.args]))
 
     @app.command()
     def queue(
@@ -73,5 +75,4 @@ def register(app: typer.Typer) -> None:
         """List a queued job's pending, running and failed requests (age, attempts)."""
         spec, store = _queued_job(manifest, job, systemd)
         action = ["--retry", retry] if retry else ["--drop", drop] if drop else []
-        argv = [sys.executable, "-m", "jobgen", "queue", *store, *action, "--format", fmt.value]
-        raise typer.Exit(_run_as_job(spec, argv))
+        raise typer.Exit(_run_as_job(spec, ["queue", *store, *action, "--format", fmt.value]))

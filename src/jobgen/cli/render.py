@@ -72,10 +72,11 @@ def _holder_check(chosen, output: Path, holder: str):
 
     from jobgen.compiler import layout
     from jobgen.host import apply as host
+    from jobgen.runtime import spawn
 
     if not layout.read_by_this_host(chosen, os.path.realpath(output)) or host.holder_present(holder, Path("/"), False):
         return None
-    running = host.running_jobgen(sys.argv[0])
+    running = spawn.running_jobgen(sys.argv[0])
     return lambda result: host.holder_warnings(result, holder, Path("/"), False, running)
 
 

@@ -4,7 +4,6 @@ in the words of the unit's reporter."""
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import Optional
@@ -16,7 +15,7 @@ from jobgen.cli.exits import EXIT_INVALID
 
 
 def register(app: typer.Typer) -> None:
-    from jobgen.contract.locks import DEFAULT_HOLDER
+    from jobgen.runtime import spawn
 
     @app.command()
     def run(
@@ -24,7 +23,7 @@ def register(app: typer.Typer) -> None:
         job: str = typer.Argument(..., help="Job name."),
         systemd: Optional[str] = SystemdOpt,
         preset: Optional[str] = PresetOpt,
-        holder: str = typer.Option(sys.argv[0] if os.path.isabs(sys.argv[0]) else DEFAULT_HOLDER, "--holder", help="jobgen executable for cluster locks."),
+        holder: str = typer.Option(spawn.console_script(sys.argv[0]), "--holder", help="jobgen executable for cluster locks."),
     ) -> None:
         """Run a job now: the unit's lock and argv in the unit's process context (user, environment, folder, umask, limits, timeout); ends with the unit's outcome line."""
         from jobgen.runtime import run as runtime

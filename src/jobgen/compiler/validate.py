@@ -16,6 +16,7 @@ import json
 import posixpath
 import re
 import signal as _signal
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from datetime import datetime, timezone as dt_timezone
@@ -131,19 +132,30 @@ def text_line(node: Node) -> str:
 
 def abs_path(node: Node) -> str:
     value = _scalar(node, "an absolute path")
-    if not value.startswith("/"):
-        raise Invalid(f"must be an absolute path, got '{value}'")
-    _path_length(value)
+    _checked_path(value, value)
     return value
 
 
 def optional_abs_path(node: Node) -> str:
-    """EnvironmentFile= style: '-/path' means 'ignore if missing' (systemd.exec(5))."""
+    """EnvironmentFile= style: '-/path' means 'ignore if missing' (systemd.exec(5)). systemd
+    strips exactly one '-' (v252 load-fragment.c config_parse_unit_env_file) and ignores
+    the line if the rest is not absolute: '--/etc/x' is the relative '-/etc/x', which
+    `jobgen run` would read from its working folder."""
     value = _scalar(node, "an absolute path")
-    if not value.lstrip("-").startswith("/"):
-        raise Invalid(f"must be an absolute path (optionally prefixed with '-'), got '{value}'")
-    _path_length(value.lstrip("-"))
+    _checked_path(value.removeprefix("-"), value, " (optionally prefixed with one '-')")
     return value
+
+
+def _checked_path(path: str, value: str, form: str = "") -> None:
+    """Absolute and normalized as systemd's path_simplify_and_warn wants it (v252
+    src/shared/parse-helpers.c: absolute, then after path_simplify path_is_normalized,
+    which refuses a '..' component; WorkingDirectory= fails the unit, EnvironmentFile= is
+    ignored)."""
+    if not path.startswith("/"):
+        raise Invalid(f"must be an absolute path{form}, got '{value}'")
+    if ".." in path.split("/"):
+        raise Invalid(f"must be a normalized path without '..' (systemd refuses such a path in its settings: \"path is not normalized\"), got '{value}'")
+    _path_length(path)
 
 
 def _path_length(path: str) -> None:
@@ -335,18 +347,33 @@ def memory_size(node: Node) -> str:
     (MemoryMax= does not expand specifiers, specifier_table.py)."""
     value = _scalar(node, "a size such as 512M or 2G")
     number, unit = value[:-1], value[-1:]
-    if value.isdigit():
+    if _ascii_digits(value):
         raise Invalid(
             f"'{value}' would be {value} bytes: systemd reads a number without a unit as bytes; "
             f"write the unit, e.g. '{value}M' or '{value}G'"
         )
-    if not (number.isdigit() and unit in "KMGT%"):
+    if number.isdigit() and not number.isascii() and unit in "KMGT%":
+        # systemd reads sizes with strtoull (parse_size), which knows the digits 0-9 only:
+        # it would ignore '١٢G' (int() reads it as 12), and int() refuses '²'.
+        ascii = "".join(str(unicodedata.digit(c, "?")) for c in number)
+        raise Invalid(f"'{value}' is written with digits systemd does not read (only 0-9; it would ignore "
+                      f"the limit); write '{ascii}{unit}'")
+    if not (_ascii_digits(number) and unit in "KMGT%"):
         raise Invalid(f"expected a size such as 512M, 2G or 50%, got '{value}'")
     if int(number) == 0:
         raise Invalid(f"'{value}' is no memory at all (systemd refuses a zero limit); remove memory_max for no limit")
     if unit == "%" and int(number) > 100:
         raise Invalid(f"'{value}' is more than the host's memory; a percentage of physical memory is 1% to 100%")
+    if unit != "%" and int(number) * 1024 ** ("KMGT".index(unit) + 1) >= _UINT64_MAX:
+        raise Invalid(f"'{value}' is more than systemd can hold (parse_size: an unsigned 64-bit count of bytes)")
     return value
+
+
+_UINT64_MAX = 2**64 - 1  # systemd's "infinity" for a memory limit (CGROUP_LIMIT_MAX)
+
+
+def _ascii_digits(text: str) -> bool:
+    return text.isascii() and text.isdigit()
 
 
 def stop_signal(node: Node) -> str:
@@ -857,6 +884,8 @@ def _job_lock(what: str, job: str, overlap: str | None, spec: LockSpec | None, s
             p.error(kp["backend"], f"{what}: 'lock.backend': {problem}")
         if spec.name is None:
             p.error(at, f"{what}: 'scope: cluster' needs an explicit 'lock.name', the identity every host shares (e.g. 'shop:{job}')")
+        if spec.credential is not None and (problem := locks.credential_problem(spec.credential)):
+            p.error(kp["credential"], f"{what}: 'lock.credential': {problem}")
     return Lock(scope, name, spec.backend, spec.ttl_usec, spec.password_file, spec.credential, spec.path)
 
 

@@ -211,6 +211,14 @@ def split_url(url: str) -> RawUrl:
     username, colon, password = userinfo.partition(":") if at else ("", "", "")
     if _literal(urllib.parse.unquote(password)):
         raise UrlProblem(LITERAL_PASSWORD)
+    if var := VARIABLE.search(urllib.parse.unquote(username)):
+        # Before the ':' is the user name, which logs and error messages show in clear:
+        # a secret there (redis://${PASS}@host) would be printed on a failed login.
+        raise UrlProblem(
+            f"'{var.group(0)}' is in the user name, which is shown in logs; a password goes after ':' "
+            f"({scheme}://:{var.group(0)}@{hostport} or {scheme}://USER:{var.group(0)}@{hostport}), "
+            "and a user name is written as it is"
+        )
     query = tuple(urllib.parse.parse_qsl(parts.query, keep_blank_values=True))
     for key, value in query:
         if is_secret_key(key) and _literal(value):
@@ -239,4 +247,41 @@ def url_problem(url: str) -> str | None:
         split_url(url)
     except UrlProblem as e:
         return str(e)
+    return None
+
+
+# lock.credential is NAME:/PATH, the unit's LoadCredential= (systemd.exec(5)); `jobgen run`
+# copies PATH to $CREDENTIALS_DIRECTORY/NAME for the job's user. systemd (v252
+# src/core/load-fragment.c config_parse_load_credential) ignores a line whose NAME fails
+# credential_name_valid (src/basic/creds-util.c: filename_is_valid && fdname_is_valid —
+# 1 to 255 characters, ASCII 0x20-0x7E, no '/' and no ':', not '.' or '..') or whose
+# absolute source fails path_is_normalized (src/basic/path-util.c: no '.' or '..'
+# component, no '//', shorter than PATH_MAX). A relative source names a credential of
+# the service manager, which `jobgen run` cannot reach: it would read the caller's folder.
+CREDENTIAL_NAME_MAX = 255  # NAME_MAX and FDNAME_MAX
+_PATH_MAX = 4096
+CREDENTIAL_FORM = "write NAME:/absolute/path, e.g. 'redis-password:/etc/jobgen/redis.pass'"
+
+
+def credential_problem(value: str) -> str | None:
+    """Why systemd (or jobgen run) would not load lock.credential VALUE, or None."""
+    name, colon, source = value.partition(":")
+    if not colon:
+        return f"{value!r} names no source file; {CREDENTIAL_FORM}"
+    if (not name or name in (".", "..") or len(name) > CREDENTIAL_NAME_MAX
+            or any(not " " <= c <= "~" or c == "/" for c in name)):
+        return (f"the credential name {name!r} is not valid (systemd ignores the line: a name is 1 to "
+                f"{CREDENTIAL_NAME_MAX} printable ASCII characters, not '.' or '..', without '/' or ':'); "
+                f"{CREDENTIAL_FORM}")
+    if any(c in name for c in "\\\"'"):
+        # systemd splits the line with extract_first_word, which drops a backslash and
+        # reads quotes: the name it uses would not be the one jobgen passes the holder.
+        return f"the credential name {name!r} holds a quote or backslash, which systemd rewrites; {CREDENTIAL_FORM}"
+    if not source.startswith("/"):
+        return f"the source {source!r} is not an absolute path; {CREDENTIAL_FORM}"
+    parts = source.split("/")
+    if "//" in source or any(p in (".", "..") for p in parts) or len(source) >= _PATH_MAX:
+        return f"the source {source!r} is not a normalized path (no '.', '..' or '//'; systemd ignores the line)"
+    if any(ord(c) < 0x20 or c == "\x7f" for c in source):
+        return f"the source {source!r} holds a control character"
     return None

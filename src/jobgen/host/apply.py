@@ -32,7 +32,6 @@ from __future__ import annotations
 
 import dataclasses
 import os
-import shutil
 import stat
 import subprocess
 import time
@@ -43,6 +42,7 @@ from jobgen.compiler import layout as layouts
 from jobgen.compiler import write
 from jobgen.compiler import header
 from jobgen.compiler.diagnostics import WARNING, Diagnostic
+from jobgen.runtime import spawn
 
 UNIT_SUFFIXES = (".service", ".timer", ".target", ".path")  # .path: the watch of an overlap: queue job
 RUNNING = frozenset({"active", "activating", "deactivating", "reloading", "refreshing"})
@@ -322,16 +322,6 @@ def root_problem(root: Path) -> str | None:
     return None
 
 
-def running_jobgen(argv0: str) -> str | None:
-    """The jobgen that is running, as the absolute path a unit can exec, found as the
-    generator finds it (generator.sibling_holder: `jobgen` beside this program's real
-    path, so /usr/local/bin/jobgen -> /opt/jobgen/bin/jobgen gives the latter), or None
-    (python -m jobgen). `apply` on this host uses it when --holder is not given."""
-    from jobgen.host.generator import sibling_holder
-
-    return sibling_holder(argv0)
-
-
 def holder_present(holder: str, root: Path, image: bool) -> bool:
     if not os.path.isabs(holder):
         return True  # not judged: systemd's own search (systemd.service(5) "Command lines")
@@ -365,13 +355,13 @@ def host_problem(where: Where, check: bool) -> str | None:
         return "installing units needs root (run as root, or use --check to see what would change)"
     if not os.path.isdir("/run/systemd/system"):
         return "systemd is not running on this host (no /run/systemd/system); to fill an image root use --root DIR"
-    if shutil.which("systemctl") is None:
+    if spawn.find("systemctl") is None:
         return "systemctl not found"
     return None
 
 
 def _run(argv: tuple[str, ...], timeout: float = 600) -> subprocess.CompletedProcess:
-    return subprocess.run(list(argv), capture_output=True, text=True, timeout=timeout)
+    return spawn.run(argv, capture_output=True, text=True, timeout=timeout)
 
 
 def query_state(where: Where, units: list[str]) -> UnitState:
@@ -379,7 +369,7 @@ def query_state(where: Where, units: list[str]) -> UnitState:
     systemctl cannot find prints nothing on stdout, so answers of one call could not be
     matched to their units)."""
     state = UnitState()
-    if where.image and shutil.which("systemctl") is None:
+    if where.image and spawn.find("systemctl") is None:
         return state
     for unit in sorted(set(units)):
         state.enabled[unit] = _run(where.systemctl("is-enabled", unit)).stdout.strip() or "not-found"

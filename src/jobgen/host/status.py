@@ -34,6 +34,7 @@ from typing import Callable, Iterable
 
 from jobgen.contract import outcomes
 from jobgen.contract.outcomes import QUEUE_EVENTS
+from jobgen.runtime import spawn
 
 OUTCOMES = outcomes.RUN  # what the reporter writes, in the order status lists them
 FORMAT_VERSION = 1
@@ -252,7 +253,7 @@ def _ask(run: Run, argv: list[str], env: dict[str, str], kind: str) -> subproces
         raise StatusError(kind, f"cannot run {argv[0]}: {exc.strerror or exc}") from None
 
 
-def collect(sources: list[Source], since: str = DEFAULT_SINCE, run: Run = subprocess.run) -> list[JobStatus]:
+def collect(sources: list[Source], since: str = DEFAULT_SINCE, run: Run = spawn.run) -> list[JobStatus]:
     """Ask this host: systemctl for the timers, journalctl for the jobs' lines and for
     systemd's own lines about their units. Raises StatusError."""
     jobs = list(dict.fromkeys(s.job for s in sources))

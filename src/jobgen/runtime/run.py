@@ -54,7 +54,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Protocol
 
-from jobgen.contract.locks import CONFLICT_EXIT
+from jobgen.contract.locks import CONFLICT_EXIT, credential_problem
 from jobgen.contract.outcomes import FAILED, by_result
 from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.runtime import tree
@@ -282,6 +282,8 @@ def load_env_files(entries: tuple[str, ...]) -> list[tuple[str, str]]:
     for entry in entries:
         optional = entry.startswith("-")
         pattern = entry[1:] if optional else entry
+        if not pattern.startswith("/") or ".." in pattern.split("/"):
+            continue  # systemd ignores the line (path_simplify_and_warn); never the caller's folder
         paths = sorted(glob.glob(pattern)) if glob.has_magic(pattern) else [pattern]
         if not paths and not optional:
             raise RunError("environment-file", f"environment file {pattern}: no file matches")
@@ -576,7 +578,12 @@ def _known_uid(uid: int) -> bool:
 
 def _credentials(proc: Process) -> str:
     """LoadCredential=: each file copied (as root, who reads it for systemd too) into a
-    fresh directory that only the job's user can enter, files 0400 (systemd.exec(5))."""
+    fresh directory that only the job's user can enter, files 0400 (systemd.exec(5)).
+    A name systemd would refuse (a path such as '../x') or a source it would not read is
+    refused before any file is touched: `check` refuses both, a plan made otherwise too."""
+    for cred in proc.credentials:
+        if problem := credential_problem(":".join(cred)):
+            raise RunError("credentials", f"lock.credential: {problem}; nothing was read or written")
     folder = tempfile.mkdtemp(prefix="jobgen-credentials-", dir="/run" if os.access("/run", os.W_OK) else None)
     try:
         for name, source in proc.credentials:

@@ -38,8 +38,31 @@ MIN_CHECK_GAP = 0.05  # after a check woken by the socket, so a live session can
 NAMESPACE = "jobgen:"
 
 
+# The secrets this process expanded into a Target (a password, and anything a `${VAR}`
+# put before the '@'). Every LockError text and describe() line has them replaced, so no
+# line the holder or the queue commands print carries one, whatever a client library
+# wrote into its exception.
+_SECRETS: set[str] = set()
+REDACTED = "***"
+
+
+def redact(text: str) -> str:
+    for secret in sorted(_SECRETS, key=len, reverse=True):
+        text = text.replace(secret, REDACTED)
+    return text
+
+
+def _secret(value: str | None) -> str | None:
+    if value:
+        _SECRETS.add(value)
+    return value
+
+
 class LockError(Exception):
     """A lock could not be taken or kept; the subclass decides the holder's exit code."""
+
+    def __str__(self) -> str:
+        return redact(super().__str__())
 
 
 class ConfigError(LockError):
@@ -71,8 +94,8 @@ class Target:
     query: dict[str, str]
 
     def display(self) -> str:
-        """The URL as logged: never the password."""
-        user = f"{self.username}@" if self.username else ""
+        """The URL as logged: never the password, nor a user name that holds a secret."""
+        user = f"{redact(self.username)}@" if self.username else ""
         port = f":{self.port}" if self.port else ""
         path = f"/{self.path}" if self.path else ""
         return f"{self.scheme}://{user}{self.host}{port}{path}"
@@ -110,24 +133,31 @@ def parse_url(url: str, env: Mapping[str, str]) -> Target:
     except locks.UrlProblem as e:
         raise ConfigError(f"lock backend URL: {e}") from None
     port = expand(raw.port, env)
-    if port and not (port.isdigit() and 0 < int(port) < 65536):
+    if port and not (port.isascii() and port.isdigit() and 0 < int(port) < 65536):
         raise ConfigError(f"lock backend URL: the port {raw.port} is {port!r}, not a port number")
     host = expand(raw.host, env)
     if not host:
         raise ConfigError(f"lock backend URL: the host {raw.host} is empty")
+    username = expand(raw.username, env) if raw.username is not None else None
+    if raw.username and locks.VARIABLE.search(raw.username):
+        _secret(username)  # split_url refuses it; should one get here, it is never shown
+    query = {k: expand(v, env) for k, v in raw.query}
+    for key, value in query.items():
+        if locks.is_secret_key(key):
+            _secret(value)
     return Target(
         scheme=raw.scheme,
         host=host,
         port=int(port) if port else None,
-        username=expand(raw.username, env) if raw.username is not None else None,
-        password=expand(raw.password, env) if raw.password is not None else None,
+        username=username,
+        password=_secret(expand(raw.password, env)) if raw.password is not None else None,
         path=expand(raw.path, env),
-        query={k: expand(v, env) for k, v in raw.query},
+        query=query,
     )
 
 
 def with_password(target: Target, password: str) -> Target:
-    return Target(target.scheme, target.host, target.port, target.username, password,
+    return Target(target.scheme, target.host, target.port, target.username, _secret(password),
                   target.path, target.query)
 
 
@@ -248,7 +278,7 @@ class Watcher:
 
 def describe(e: BaseException) -> str:
     """One line for a log: the exception's class and first line, never a multi-line dump."""
-    text = str(e).strip().splitlines()[0] if str(e).strip() else ""
+    text = redact(str(e)).strip().splitlines()[0] if str(e).strip() else ""
     return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
