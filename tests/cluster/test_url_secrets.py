@@ -55,6 +55,16 @@ def test_the_queue_commands_refuse_a_variable_in_the_user_name(redis_server: Red
     assert redis_server.client().keys("*" + lock_name + "*") == []  # nothing recorded
 
 
+@pytest.mark.parametrize("verb", ["enqueue", "queue"])
+def test_the_queue_commands_answer_a_refused_login_with_the_holders_outcome(redis_server: RedisServer, lock_name, verb):
+    url = redis_server.url().replace(":${", "default:${")
+    r = subprocess.run([sys.executable, "-m", "jobgen", verb, "--backend", url, "--name", lock_name, "--job", "sync"],
+                       capture_output=True, text=True, timeout=60, env=holder_env(**{PASSWORD_VAR: WRONG}))
+    assert (r.returncode, r.stdout) == (77, "")
+    assert r.stderr.startswith(f"jobgen {verb}: auth-failed: redis refused the credentials"), r.stderr
+    assert "Traceback" not in r.stderr and WRONG not in r.stderr and PASSWORD not in r.stderr
+
+
 def test_a_client_message_that_quotes_a_secret_is_redacted():
     """Defense in depth: whatever a client library writes into its exception, the
     secrets the URL expanded are replaced before the text is printed."""

@@ -317,10 +317,25 @@ def open_queue(target: Target, name: str, limits: Limits, opts: Options):
 
     module = backends.load(target.scheme)
     if target.scheme.startswith("redis"):
-        return RedisQueue(module._client(target, opts), name, limits)
+        return _Translated(RedisQueue(module._client(target, opts), name, limits), module._call)
     conn = module._connect(target, opts)
     if target.scheme.startswith("postgres"):
         conn.autocommit = False  # psycopg: a property
-        return SqlQueue(conn, "postgres", name, limits)
+        return _Translated(SqlQueue(conn, "postgres", name, limits), module._call)
     conn.autocommit(False)  # PyMySQL: a method
-    return SqlQueue(conn, "mysql", name, limits)
+    return _Translated(SqlQueue(conn, "mysql", name, limits), module._call)
+
+
+class _Translated:
+    """A queue whose every call goes through the backend's own reading of client errors
+    (backends.*._call, as the holder's calls do): a server that is unreachable or refuses
+    the credentials is the holder's outcome and exit code (69, 77), never a traceback."""
+
+    def __init__(self, queue, call) -> None:
+        self._queue, self._call = queue, call
+
+    def __getattr__(self, name: str):
+        attr = getattr(self._queue, name)
+        if not callable(attr):
+            return attr
+        return lambda *args, **kwargs: self._call(lambda: attr(*args, **kwargs))
