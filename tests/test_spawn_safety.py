@@ -3,7 +3,7 @@ hold (runtime/spawn.py). Another local user can write to the folder an operator 
 (/tmp, a shared project folder); root's PATH may carry an empty or '.' entry. Each test
 plants code there that would write a marker, runs the real command, and shows the marker
 is never written. (The queue commands and `jobgen run` on a real lock server:
-tests/cluster/test_spawn_safety.py.)
+tests/cluster/test_spawn_safety_on_servers.py.)
 """
 
 from __future__ import annotations
