@@ -206,7 +206,7 @@ needs_promtool = pytest.mark.skipif(PROMTOOL is None and not os.environ.get("CI"
 
 def _statuses() -> list[status.JobStatus]:
     ok = status.JobStatus("catalog-refresh", last_run=1798761660.5, last_outcome="success", next_elapse=1798761900, timer_enabled=True)
-    ok.counts["success"] = 3
+    ok.counts |= {"success": 3, "skipped": 2}
     broken = status.JobStatus("nightly-billing", last_run=1798761000, last_outcome="failed", timer_enabled=True)
     broken.counts |= {"success": 0, "failed": 2}
     queue = status.JobStatus("nightly-import", queued=True, last_queue_event="enqueued", timer_enabled=True)
@@ -279,3 +279,109 @@ def test_the_example_rules_fire_on_jobgens_own_output(tmp_path):
     result = _promtool("test", "rules", str(path))
     print(result.stdout, result.stderr)
     assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ----------------------------------------------------------------------------- a real scrape
+
+NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+PROMETHEUS = shutil.which("prometheus")
+SCRAPE_DEADLINE = 120  # s: the first scrape and rule evaluation on a loaded machine
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> dict | str | None:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            body = response.read().decode()
+    except (urllib.error.URLError, OSError):
+        return None
+    return json.loads(body) if "/api/" in url else body
+
+
+def _until(what: str, probe, procs: list[subprocess.Popen], logs: list):
+    """probe() until it answers something true, or a server died, or the deadline passed."""
+    import time
+
+    deadline = time.monotonic() + SCRAPE_DEADLINE
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            break
+        if answer := probe():
+            return answer
+        time.sleep(0.2)  # polling interval, not a wait for an assumed duration
+    tails = "\n".join(log.read_text(errors="replace")[-1500:] for log in logs if log.exists())
+    raise AssertionError(f"no {what} within {SCRAPE_DEADLINE}s:\n{tails}")
+
+
+@pytest.mark.skipif((NODE_EXPORTER is None or PROMETHEUS is None) and not os.environ.get("CI"),
+                    reason="prometheus and prometheus-node-exporter are not installed")  # fmt: skip
+def test_a_real_scrape_keeps_the_job_label_and_the_readme_queries_answer(tmp_path):
+    """node_exporter's textfile collector serves jobgen's file, Prometheus scrapes it as job
+    "node" with the example rules loaded: jobgen_job arrives as written, a `job` label would
+    arrive as exported_job, the README's queries answer and the failed job's alert fires."""
+    import urllib.parse
+
+    textfiles = tmp_path / "textfile"
+    textfiles.mkdir()
+    (textfiles / "jobgen.prom").write_text(status.as_prometheus(_statuses()))
+    # What jobgen wrote before the label had its own name: Prometheus renames it.
+    (textfiles / "old.prom").write_text('# HELP old_runs a job label\n# TYPE old_runs gauge\nold_runs{job="catalog-refresh"} 1\n')
+    node_port, prom_port = _free_port(), _free_port()
+    (tmp_path / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"rule_files: [{RULES}]\n"
+        f"scrape_configs: [{{job_name: node, static_configs: [{{targets: ['127.0.0.1:{node_port}']}}]}}]\n"
+    )
+    logs = [tmp_path / "node-exporter.log", tmp_path / "prometheus.log"]
+    procs: list[subprocess.Popen] = []
+    try:
+        procs.append(subprocess.Popen(
+            [NODE_EXPORTER or "prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{node_port}",
+             "--collector.disable-defaults", "--collector.textfile", f"--collector.textfile.directory={textfiles}"],
+            stdout=subprocess.DEVNULL, stderr=logs[0].open("w")))  # fmt: skip
+        procs.append(subprocess.Popen(
+            [PROMETHEUS or "prometheus", f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}"],
+            stdout=subprocess.DEVNULL, stderr=logs[1].open("w")))  # fmt: skip
+        metrics = _until("jobgen metrics from node_exporter",
+                         lambda: (m := _get(f"http://127.0.0.1:{node_port}/metrics")) and "jobgen_runs{" in m and m, procs, logs)  # fmt: skip
+        assert 'jobgen_last_outcome{jobgen_job="nightly-billing",outcome="failed"} 1' in metrics
+
+        def query(promql: str) -> list[dict]:
+            answer = _get(f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": promql}))
+            return answer["data"]["result"] if answer and answer.get("status") == "success" else []
+
+        # The README's queries, after a real scrape.
+        failed = _until("the README's first query to answer", lambda: query('jobgen_last_outcome{jobgen_job="nightly-billing",outcome="failed"} == 1'), procs, logs)
+        assert [(r["metric"]["jobgen_job"], r["metric"]["job"], r["metric"]["instance"]) for r in failed] == [
+            ("nightly-billing", "node", f"127.0.0.1:{node_port}")]
+        skipped = query("sum by (instance, jobgen_job) (jobgen_runs{outcome=\"skipped\"})")
+        assert {r["metric"]["jobgen_job"]: r["value"][1] for r in skipped} == {"catalog-refresh": "2", "nightly-billing": "0", "nightly-import": "0"}
+        # A `job` label from the textfile is the scrape job's no more.
+        old = query("old_runs")
+        assert [(r["metric"]["job"], r["metric"]["exported_job"]) for r in old] == [("node", "catalog-refresh")]
+        assert query('old_runs{job="catalog-refresh"}') == []
+        # The example rules, loaded by Prometheus: the alert without `for:` fires at once.
+        alerts = _until("JobgenLastRunFailed to fire", lambda: [
+            a for a in (_get(f"http://127.0.0.1:{prom_port}/api/v1/alerts") or {}).get("data", {}).get("alerts", [])
+            if a["labels"]["alertname"] == "JobgenLastRunFailed" and a["state"] == "firing"], procs, logs)  # fmt: skip
+        assert [a["labels"][status.JOB_LABEL] for a in alerts] == ["nightly-billing"]
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()
