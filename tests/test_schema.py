@@ -291,3 +291,28 @@ def test_check_jsonschema_passes_every_example(tmp_path):
 def test_the_id_can_be_the_url_the_schema_is_published_at():
     url = "https://schemas.example.com/jobgen/manifest-1.json"
     assert json.loads(_jobgen("schema", "--id", url).stdout)["$id"] == url
+
+
+BACKENDS = {  # URL -> accepted by jobgen (contract/locks.url_problem), and so by the schema
+    "redis://redis.internal:6379/0": True,
+    "rediss://:${REDIS_PASSWORD}@redis.internal:6380/1": True,
+    "postgresql://billing:${PGPASSWORD}@db.internal/shop?sslmode=verify-full": True,
+    "mariadb://jobs:${DB_PASSWORD}@[::1]:3306/jobs": True,
+    "postgres://billing:@db.internal/shop": True,
+    "mysql://${DB_HOST}/jobs": True,
+    "postgresql://billing@db.internal/shop?passfile=/etc/jobgen/pgpass": True,
+    "postgresql://billing@db.internal/shop?password=${PGPASSWORD}": True,
+    "redis://:hunter2@redis.internal/0": False,
+    "redis:///0": False,
+    "postgresql://billing@db.internal/shop?password=hunter2": False,
+    "memcached://cache.internal": False,
+}
+
+
+@pytest.mark.parametrize("url", BACKENDS)
+def test_the_backend_pattern_agrees_with_the_lock_contract(url):
+    from jobgen.contract import locks
+
+    backend = _object(SCHEMA["properties"]["jobs"]["additionalProperties"]["properties"]["lock"])["properties"]["backend"]
+    assert (locks.url_problem(url) is None) is BACKENDS[url]
+    assert jsonschema.Draft202012Validator(backend).is_valid(url) is BACKENDS[url]

@@ -19,7 +19,6 @@ accepts there (a time span `30` is 30s), and patterns (which apply to strings on
 from __future__ import annotations
 
 import inspect
-import re
 import signal
 from typing import Any, Callable
 
@@ -102,12 +101,12 @@ _QUERY_SECRET = (
 # scheme://[user[:${VARIABLE}]@]host[:port][/path][?query]: a host, and no literal password.
 BACKEND = (
     rf"^(?:{'|'.join(_any_case(s) for s in locks.SCHEMES)})://"
-    rf"(?:[^:@/?#]*(?::{_VARIABLE})?@)?(?:\[[0-9A-Fa-f:.%a-z]+\]|[^\[\]:/?#@]+)(?::(?:[0-9]+|{_VARIABLE}))?(?:[/?#][^\s]*)?$"
+    rf"(?:[^:@/?#]*(?::(?:{_VARIABLE})?)?@)?(?:\[[0-9A-Fa-f:.%a-z]+\]|[^\[\]:/?#@]+)(?::(?:[0-9]+|{_VARIABLE}))?(?:[/?#][^\s]*)?$"
 )
 
 _SIGNALS = sorted(s for s in signal.Signals.__members__ if s.startswith("SIG") and not s.startswith("SIG_") and s not in ("SIGKILL", "SIGSTOP"))
 _LOCK_SUFFIX = names.lock_file("").rpartition("/")[2]  # ".lock"
-_MEMORY = r"^(?:[1-9][0-9]*[KMGT]|0*(?:[1-9][0-9]?|100)%)$"  # validate.memory_size: a unit, not 0, at most 100%
+_MEMORY = r"^0*(?:[1-9][0-9]*[KMGT]|(?:[1-9][0-9]?|100)%)$"  # validate.memory_size: a unit, not 0, at most 100%
 
 
 # --------------------------------------------------------------------------- value shapes
