@@ -166,7 +166,7 @@ def test_help_lists_every_command_states_exit_codes_and_has_readable_metavars() 
     top = jobgen("-h")
     assert top.returncode == 0
     commands = [line.split()[0] for line in top.stdout.split("Commands:")[1].split("\n\n")[0].splitlines() if line.strip()]
-    assert commands == ["render", "check", "run", "apply", "enqueue", "queue", "plan", "status", "import-crontab", "schema", "lock", "directives"]
+    assert commands == ["render", "check", "run", "apply", "enqueue", "queue", "plan", "status", "import-crontab", "schema", "lock", "directives", "completion"]
     help_text = jobgen("render", "--help").stdout
     assert help_text == jobgen("render", "-h").stdout
     assert "-o, --output DIR" in help_text and "--systemd VERSION" in help_text and "MANIFEST" in help_text

@@ -8,7 +8,9 @@ journald fills in itself) as real systemd 252 and 257 wrote them for the reporte
 import json
 import os
 import re
+import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -17,6 +19,7 @@ from jobgen.contract.outcomes import QUEUE_EVENTS, RUN
 from jobgen.contract.policies import OVERLAP
 from jobgen.host import status
 
+ROOT = Path(__file__).resolve().parent.parent
 T0 = 1798761600_000000  # µs
 
 
@@ -92,10 +95,10 @@ def test_queue_events_are_kept_apart_from_run_outcomes():
     assert {k: v for k, v in q.queue_counts.items() if v} == {"enqueued": 1, "started": 1, "failed": 1}
     assert q.last_queue_event == "failed"
     prom = status.as_prometheus([a, q]).splitlines()
-    assert 'jobgen_last_outcome{job="a",outcome="failed"} 1' in prom
-    assert not any(line.startswith("jobgen_last_outcome{job=\"q\"") for line in prom)
-    assert 'jobgen_queue_events{job="q",event="enqueued"} 1' in prom
-    assert not any(line.startswith('jobgen_queue_events{job="a"') for line in prom)
+    assert 'jobgen_last_outcome{jobgen_job="a",outcome="failed"} 1' in prom
+    assert not any(line.startswith("jobgen_last_outcome{jobgen_job=\"q\"") for line in prom)
+    assert 'jobgen_queue_events{jobgen_job="q",event="enqueued"} 1' in prom
+    assert not any(line.startswith('jobgen_queue_events{jobgen_job="a"') for line in prom)
 
 
 def test_outcome_words_are_the_contracts():
@@ -143,11 +146,11 @@ def test_counts_last_run_and_timer():
 def test_prometheus_textfile():
     text = status.as_prometheus(status.summarize(["a"], status.attest(status.read_journal(JOURNAL), SOURCES), status.read_show(SHOW)))
     lines = text.splitlines()
-    assert 'jobgen_runs{job="a",outcome="skipped"} 1' in lines
-    assert 'jobgen_last_outcome{job="a",outcome="skipped"} 1' in lines
-    assert 'jobgen_last_outcome{job="a",outcome="success"} 0' in lines
-    assert 'jobgen_last_run_timestamp_seconds{job="a"} 1798761660.5' in lines
-    assert 'jobgen_next_elapse_timestamp_seconds{job="a"} 1798761600' in lines
+    assert 'jobgen_runs{jobgen_job="a",outcome="skipped"} 1' in lines
+    assert 'jobgen_last_outcome{jobgen_job="a",outcome="skipped"} 1' in lines
+    assert 'jobgen_last_outcome{jobgen_job="a",outcome="success"} 0' in lines
+    assert 'jobgen_last_run_timestamp_seconds{jobgen_job="a"} 1798761660.5' in lines
+    assert 'jobgen_next_elapse_timestamp_seconds{jobgen_job="a"} 1798761600' in lines
     # every sample belongs to a metric announced with HELP and TYPE before it
     announced = set()
     for line in lines:
@@ -192,3 +195,193 @@ def test_the_queue_commands_log_only_contract_words(tmp_path):
     assert words[:3] == ["enqueued", "enqueued", "started"]
     assert set(words) <= set(QUEUE_EVENTS), sorted(set(words) - set(QUEUE_EVENTS))
     assert {"done", "failed", "timeout"} <= set(words)
+
+
+# ----------------------------------------------------------------------------- what Prometheus sees
+
+RULES = ROOT / "examples" / "prometheus" / "jobgen.rules.yml"
+PROMTOOL = shutil.which("promtool")  # Debian's prometheus package (scripts/bootstrap)
+needs_promtool = pytest.mark.skipif(PROMTOOL is None and not os.environ.get("CI"), reason="promtool is not installed")
+
+
+def _statuses() -> list[status.JobStatus]:
+    ok = status.JobStatus("catalog-refresh", last_run=1798761660.5, last_outcome="success", next_elapse=1798761900, timer_enabled=True)
+    ok.counts |= {"success": 3, "skipped": 2}
+    broken = status.JobStatus("nightly-billing", last_run=1798761000, last_outcome="failed", timer_enabled=True)
+    broken.counts |= {"success": 0, "failed": 2}
+    queue = status.JobStatus("nightly-import", queued=True, last_queue_event="enqueued", timer_enabled=True)
+    queue.queue_counts |= {"enqueued": 15, "done": 2, "rejected": 1}
+    return [ok, broken, queue]
+
+
+def _promtool(*args: str, stdin: str | None = None) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([PROMTOOL or "promtool", *args], input=stdin, capture_output=True, text=True, timeout=60)
+
+
+def test_the_job_label_is_not_prometheus_job_label():
+    """Prometheus sets `job` (the scrape job) on every series it scrapes: a textfile `job`
+    label would arrive renamed `exported_job` (honor_labels: false, the default)."""
+    labels = set(re.findall(r"[{,]([a-z_]+)=", status.as_prometheus(_statuses())))
+    assert labels == {status.JOB_LABEL, status.OUTCOME_LABEL, status.EVENT_LABEL}
+    assert "job" not in labels and "instance" not in labels
+
+
+def test_the_example_rules_use_jobgens_label_names_and_words():
+    """The rules name only labels status.py writes, and only outcome and event words of contract/outcomes.py."""
+    import yaml
+
+    exprs = [rule["expr"] for group in yaml.safe_load(RULES.read_text())["groups"] for rule in group["rules"]]
+    matchers = [m for e in exprs for m in re.findall(r'([a-z_]+)=~?"([^"]*)"', e)]
+    assert {name for name, _ in matchers} <= {status.OUTCOME_LABEL, status.EVENT_LABEL}
+    for name, value in matchers:
+        assert set(value.split("|")) <= set(RUN if name == status.OUTCOME_LABEL else QUEUE_EVENTS), value
+    grouping = {label for e in exprs for by in re.findall(r"(?:by|on) \(([^)]*)\)", e) for label in by.split(", ")}
+    assert grouping == {"instance", status.JOB_LABEL}
+
+
+@needs_promtool
+def test_promtool_accepts_the_metrics_and_the_rules():
+    metrics = _promtool("check", "metrics", stdin=status.as_prometheus(_statuses()))
+    assert (metrics.returncode, metrics.stdout + metrics.stderr) == (0, "")
+    rules = _promtool("check", "rules", str(RULES))
+    assert rules.returncode == 0 and "SUCCESS: 4 rules found" in rules.stdout, rules.stdout + rules.stderr
+
+
+@needs_promtool
+def test_the_example_rules_fire_on_jobgens_own_output(tmp_path):
+    """jobgen's textfile as node_exporter's scrape delivers it (plus instance and job), held
+    for two hours, through `promtool test rules`: which alerts fire, for which job."""
+    import yaml
+
+    series = []
+    for line in status.as_prometheus(_statuses()).splitlines():
+        if not line.startswith("#"):
+            sample, value = line.rsplit(" ", 1)
+            series.append({"series": sample.replace("{", '{instance="web1",job="node",', 1), "values": f"{value}+0x120"})
+
+    def alert(summary: str, name: str, **labels: str) -> dict:
+        return {"exp_labels": {"instance": "web1", status.JOB_LABEL: name, "severity": "warning", **labels},
+                "exp_annotations": {"summary": summary}}
+
+    expected = {  # catalog-refresh (succeeded last) is in none of them
+        "JobgenNoRecentSuccess": [alert("nightly-billing on web1 has not succeeded within the status window",
+                                        "nightly-billing", job="node", outcome="success")],
+        "JobgenLastRunFailed": [alert("nightly-billing on web1: last run failed", "nightly-billing", job="node", outcome="failed")],
+        "JobgenQueueBacklog": [alert("nightly-import on web1: 13 queued requests not finished", "nightly-import")],
+        "JobgenQueueRejected": [alert("nightly-import on web1: 1 requests were not recorded", "nightly-import", job="node", event="rejected")],
+    }
+    tests = {"rule_files": [str(RULES)], "evaluation_interval": "1m", "tests": [{
+        "interval": "1m", "input_series": series,
+        "alert_rule_test": [{"eval_time": "90m", "alertname": name, "exp_alerts": alerts}
+                            for name, alerts in expected.items()]}]}  # fmt: skip
+    path = tmp_path / "test.yml"
+    path.write_text(yaml.safe_dump(tests))
+    result = _promtool("test", "rules", str(path))
+    print(result.stdout, result.stderr)
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+# ----------------------------------------------------------------------------- a real scrape
+
+NODE_EXPORTER = shutil.which("prometheus-node-exporter") or shutil.which("node_exporter")
+PROMETHEUS = shutil.which("prometheus")
+SCRAPE_DEADLINE = 120  # s: the first scrape and rule evaluation on a loaded machine
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def _get(url: str) -> dict | str | None:
+    import urllib.error
+    import urllib.request
+
+    try:
+        with urllib.request.urlopen(url, timeout=5) as response:
+            body = response.read().decode()
+    except (urllib.error.URLError, OSError):
+        return None
+    return json.loads(body) if "/api/" in url else body
+
+
+def _until(what: str, probe, procs: list[subprocess.Popen], logs: list):
+    """probe() until it answers something true, or a server died, or the deadline passed."""
+    import time
+
+    deadline = time.monotonic() + SCRAPE_DEADLINE
+    while time.monotonic() < deadline:
+        if any(p.poll() is not None for p in procs):
+            break
+        if answer := probe():
+            return answer
+        time.sleep(0.2)  # polling interval, not a wait for an assumed duration
+    tails = "\n".join(log.read_text(errors="replace")[-1500:] for log in logs if log.exists())
+    raise AssertionError(f"no {what} within {SCRAPE_DEADLINE}s:\n{tails}")
+
+
+@pytest.mark.skipif((NODE_EXPORTER is None or PROMETHEUS is None) and not os.environ.get("CI"),
+                    reason="prometheus and prometheus-node-exporter are not installed")  # fmt: skip
+def test_a_real_scrape_keeps_the_job_label_and_the_readme_queries_answer(tmp_path):
+    """node_exporter's textfile collector serves jobgen's file, Prometheus scrapes it as job
+    "node" with the example rules loaded: jobgen_job arrives as written, a `job` label would
+    arrive as exported_job, the README's queries answer and the failed job's alert fires."""
+    import urllib.parse
+
+    textfiles = tmp_path / "textfile"
+    textfiles.mkdir()
+    (textfiles / "jobgen.prom").write_text(status.as_prometheus(_statuses()))
+    # What jobgen wrote before the label had its own name: Prometheus renames it.
+    (textfiles / "old.prom").write_text('# HELP old_runs a job label\n# TYPE old_runs gauge\nold_runs{job="catalog-refresh"} 1\n')
+    node_port, prom_port = _free_port(), _free_port()
+    (tmp_path / "prometheus.yml").write_text(
+        "global: {scrape_interval: 1s, evaluation_interval: 1s}\n"
+        f"rule_files: [{RULES}]\n"
+        f"scrape_configs: [{{job_name: node, static_configs: [{{targets: ['127.0.0.1:{node_port}']}}]}}]\n"
+    )
+    logs = [tmp_path / "node-exporter.log", tmp_path / "prometheus.log"]
+    procs: list[subprocess.Popen] = []
+    try:
+        procs.append(subprocess.Popen(
+            [NODE_EXPORTER or "prometheus-node-exporter", f"--web.listen-address=127.0.0.1:{node_port}",
+             "--collector.disable-defaults", "--collector.textfile", f"--collector.textfile.directory={textfiles}"],
+            stdout=subprocess.DEVNULL, stderr=logs[0].open("w")))  # fmt: skip
+        procs.append(subprocess.Popen(
+            [PROMETHEUS or "prometheus", f"--config.file={tmp_path / 'prometheus.yml'}", f"--storage.tsdb.path={tmp_path / 'data'}",
+             f"--web.listen-address=127.0.0.1:{prom_port}"],
+            stdout=subprocess.DEVNULL, stderr=logs[1].open("w")))  # fmt: skip
+        metrics = _until("jobgen metrics from node_exporter",
+                         lambda: (m := _get(f"http://127.0.0.1:{node_port}/metrics")) and "jobgen_runs{" in m and m, procs, logs)  # fmt: skip
+        assert 'jobgen_last_outcome{jobgen_job="nightly-billing",outcome="failed"} 1' in metrics
+
+        def query(promql: str) -> list[dict]:
+            answer = _get(f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": promql}))
+            return answer["data"]["result"] if answer and answer.get("status") == "success" else []
+
+        # The README's queries, after a real scrape.
+        failed = _until("the README's first query to answer", lambda: query('jobgen_last_outcome{jobgen_job="nightly-billing",outcome="failed"} == 1'), procs, logs)
+        assert [(r["metric"]["jobgen_job"], r["metric"]["job"], r["metric"]["instance"]) for r in failed] == [
+            ("nightly-billing", "node", f"127.0.0.1:{node_port}")]
+        skipped = query("sum by (instance, jobgen_job) (jobgen_runs{outcome=\"skipped\"})")
+        assert {r["metric"]["jobgen_job"]: r["value"][1] for r in skipped} == {"catalog-refresh": "2", "nightly-billing": "0", "nightly-import": "0"}
+        # A `job` label from the textfile is the scrape job's no more.
+        old = query("old_runs")
+        assert [(r["metric"]["job"], r["metric"]["exported_job"]) for r in old] == [("node", "catalog-refresh")]
+        assert query('old_runs{job="catalog-refresh"}') == []
+        # The example rules, loaded by Prometheus: the alert without `for:` fires at once.
+        alerts = _until("JobgenLastRunFailed to fire", lambda: [
+            a for a in (_get(f"http://127.0.0.1:{prom_port}/api/v1/alerts") or {}).get("data", {}).get("alerts", [])
+            if a["labels"]["alertname"] == "JobgenLastRunFailed" and a["state"] == "firing"], procs, logs)  # fmt: skip
+        assert [a["labels"][status.JOB_LABEL] for a in alerts] == ["nightly-billing"]
+    finally:
+        for proc in procs:
+            proc.terminate()
+        for proc in procs:
+            try:
+                proc.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait()

@@ -112,17 +112,17 @@ def test_status_counts_what_ran(scenario, systemd_jobgen):
     # The node_exporter textfile, written atomically where the collector reads it.
     c.run("jobgen", "status", "/root/status.yaml", "--since=-1h", "--format", "prometheus", "-o", "/root/jobgen.prom")
     prom = c.run("cat", "/root/jobgen.prom").stdout.splitlines()
-    assert 'jobgen_runs{job="st-skip",outcome="skipped"} 1' in prom
-    assert 'jobgen_runs{job="st-fail",outcome="failed"} 1' in prom
-    assert 'jobgen_runs{job="st-ok",outcome="success"} 1' in prom
+    assert 'jobgen_runs{jobgen_job="st-skip",outcome="skipped"} 1' in prom
+    assert 'jobgen_runs{jobgen_job="st-fail",outcome="failed"} 1' in prom
+    assert 'jobgen_runs{jobgen_job="st-ok",outcome="success"} 1' in prom
     deferred = "1" if scenario.release == "252" else "0"
-    assert f'jobgen_runs{{job="st-again",outcome="deferred"}} {deferred}' in prom
-    assert 'jobgen_last_outcome{job="st-fail",outcome="failed"} 1' in prom
-    assert 'jobgen_last_outcome{job="st-fail",outcome="success"} 0' in prom
-    assert 'jobgen_queue_events{job="st-queue",event="done"} 1' in prom
-    assert not any(line.startswith(('jobgen_queue_events{job="st-fail"', 'jobgen_last_outcome{job="st-queue"')) for line in prom)
-    assert 'jobgen_timer_enabled{job="st-ok"} 1' in prom and 'jobgen_timer_enabled{job="st-skip"} 0' in prom
-    assert f'jobgen_next_elapse_timestamp_seconds{{job="st-ok"}} {int(expected.timestamp())}' in prom
+    assert f'jobgen_runs{{jobgen_job="st-again",outcome="deferred"}} {deferred}' in prom
+    assert 'jobgen_last_outcome{jobgen_job="st-fail",outcome="failed"} 1' in prom
+    assert 'jobgen_last_outcome{jobgen_job="st-fail",outcome="success"} 0' in prom
+    assert 'jobgen_queue_events{jobgen_job="st-queue",event="done"} 1' in prom
+    assert not any(line.startswith(('jobgen_queue_events{jobgen_job="st-fail"', 'jobgen_last_outcome{jobgen_job="st-queue"')) for line in prom)
+    assert 'jobgen_timer_enabled{jobgen_job="st-ok"} 1' in prom and 'jobgen_timer_enabled{jobgen_job="st-skip"} 0' in prom
+    assert f'jobgen_next_elapse_timestamp_seconds{{jobgen_job="st-ok"}} {int(expected.timestamp())}' in prom
     assert "# TYPE jobgen_runs gauge" in prom
 
     # Text: one row per job, readable at a glance.

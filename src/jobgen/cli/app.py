@@ -27,7 +27,7 @@ from jobgen import __version__
 from jobgen.cli.exits import EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
-COMMANDS = ("render", "check", "run", "apply", "queue", "plan", "status", "import_crontab", "schema", "lock", "directives")
+COMMANDS = ("render", "check", "run", "apply", "queue", "plan", "status", "import_crontab", "schema", "lock", "directives", "completion")
 JSON_FORMAT = 1  # "format" in every JSON document; raised when a field changes meaning
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 # The click typer runs on: the click package up to typer 0.2x, its own copy since. Its

@@ -13,6 +13,7 @@ from typing import Optional
 
 import typer
 
+from jobgen.cli import completion
 from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, resolve_target
 from jobgen.cli.exits import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
 from jobgen.contract.locks import DEFAULT_HOLDER
@@ -31,7 +32,7 @@ def register(app: typer.Typer) -> None:
     def apply(
         manifests: list[Path] = typer.Argument(..., metavar="MANIFEST", help="Manifest files."),
         root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="Install into an image root: no running systemd is touched; enabling makes the .wants/ links (systemctl --root)."),
-        layout_name: str = typer.Option("etc", "--layout", metavar="etc|usr", help="etc: /etc/systemd/system + /etc/tmpfiles.d; usr: /usr/lib/systemd/system + /usr/lib/tmpfiles.d."),
+        layout_name: str = typer.Option("etc", "--layout", metavar="etc|usr", autocompletion=completion.layouts(LAYOUTS), help="etc: /etc/systemd/system + /etc/tmpfiles.d; usr: /usr/lib/systemd/system + /usr/lib/tmpfiles.d."),
         check: bool = typer.Option(False, "--check", help="Change nothing; list the file changes and actions; exit 1 if anything would change."),
         diff: bool = typer.Option(False, "--diff", help="Change nothing; show a unified diff of every file change and the actions."),
         restart: str = typer.Option("changed", "--restart", metavar="changed|never", help="Restart running workers whose units changed (gracefully: SIGTERM, then stop_timeout)."),

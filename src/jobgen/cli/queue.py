@@ -15,6 +15,7 @@ from typing import Optional
 
 import typer
 
+from jobgen.cli import completion
 from jobgen.cli.app import Format, FormatOpt, SystemdOpt, build_all, err, resolve_target
 from jobgen.cli.exits import EXIT_INVALID
 from jobgen.runtime import spawn
@@ -56,7 +57,7 @@ def register(app: typer.Typer) -> None:
     def enqueue(
         ctx: typer.Context,
         manifest: Path = typer.Argument(..., metavar="MANIFEST", help="Manifest file."),
-        job: str = typer.Argument(..., metavar="JOB", help="A job with overlap: queue."),
+        job: str = typer.Argument(..., metavar="JOB", help="A job with overlap: queue.", autocompletion=completion.jobs(queued_only=True)),
         systemd: Optional[str] = SystemdOpt,
     ) -> None:
         """Record one request for a queued job (arguments after -- are passed to its command)."""
@@ -66,7 +67,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def queue(
         manifest: Path = typer.Argument(..., metavar="MANIFEST", help="Manifest file."),
-        job: str = typer.Argument(..., metavar="JOB", help="A job with overlap: queue."),
+        job: str = typer.Argument(..., metavar="JOB", help="A job with overlap: queue.", autocompletion=completion.jobs(queued_only=True)),
         retry: Optional[str] = typer.Option(None, "--retry", metavar="ID", help="Move a failed request back to pending."),
         drop: Optional[str] = typer.Option(None, "--drop", metavar="ID", help="Remove a pending or failed request."),
         systemd: Optional[str] = SystemdOpt,

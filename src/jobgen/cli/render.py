@@ -12,6 +12,7 @@ from typing import Optional
 
 import typer
 
+from jobgen.cli import completion
 from jobgen.cli.app import (
     EPILOG, CliError, Format, FormatOpt, ManifestsArg, PresetOpt, QuietOpt, StrictOpt, SystemdOpt,
     build_all, emit_json, err, holder_option, resolve_target,
@@ -131,7 +132,7 @@ def register(app: typer.Typer) -> None:
         holder: str = holder_option(),
         quiet: bool = QuietOpt,
         strict: bool = StrictOpt,
-        layout_name: str = typer.Option("flat", "--layout", metavar="flat|etc|usr|debian", help="Where files go in the output folder (flat: for review; etc/usr: a root tree; debian: a debian/ folder for debhelper)."),
+        layout_name: str = typer.Option("flat", "--layout", metavar="flat|etc|usr|debian", autocompletion=completion.layouts(), help="Where files go in the output folder (flat: for review; etc/usr: a root tree; debian: a debian/ folder for debhelper)."),
         package: Optional[str] = typer.Option(None, "--package", metavar="PKG", help="--layout debian: the binary package (debian/PKG.UNIT.service, debian/PKG.tmpfiles)."),
         no_cache: bool = typer.Option(False, "--no-cache", help="Compile even if the render cache says nothing changed, and do not update it (README: Render cache)."),
     ) -> None:

@@ -10,6 +10,7 @@ from typing import Optional
 
 import typer
 
+from jobgen.cli import completion
 from jobgen.cli.app import Format, PresetOpt, SystemdOpt, build_all, err, resolve_target
 from jobgen.cli.exits import EXIT_INVALID
 
@@ -20,7 +21,7 @@ def register(app: typer.Typer) -> None:
     @app.command()
     def run(
         manifest: Path = typer.Argument(..., help="Manifest file."),
-        job: str = typer.Argument(..., help="Job name."),
+        job: str = typer.Argument(..., help="Job name.", autocompletion=completion.jobs()),
         systemd: Optional[str] = SystemdOpt,
         preset: Optional[str] = PresetOpt,
         holder: str = typer.Option(spawn.console_script(sys.argv[0]), "--holder", help="jobgen executable for cluster locks."),

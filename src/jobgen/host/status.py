@@ -300,15 +300,23 @@ def _label(value: str) -> str:
     return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
+# The label names of the metrics, in one place (README "jobgen status" and examples/alerts.rules.yml
+# use them). Not `job`: Prometheus attaches its own `job` label (the scrape job) to every
+# series, so a `job` label from node_exporter's textfile collector is renamed `exported_job`
+# on scrape (honor_labels: false, the default) and a query on job="..." matches nothing.
+JOB_LABEL = "jobgen_job"
+OUTCOME_LABEL = "outcome"
+EVENT_LABEL = "event"
+
 # metric -> (help, how to get the samples of one job)
 _METRICS: dict[str, tuple[str, Callable[[JobStatus], list[tuple[str, float]]]]] = {
     "jobgen_runs": (
         "Runs of the job in the window (jobgen status --since), by outcome (journal field JOBGEN_OUTCOME).",
-        lambda s: [(f',outcome="{o}"', float(n)) for o, n in s.counts.items()],
+        lambda s: [(f',{OUTCOME_LABEL}="{o}"', float(n)) for o, n in s.counts.items()],
     ),
     "jobgen_last_outcome": (
         "1 for the outcome of the job's last run in the window, 0 for the others.",
-        lambda s: [(f',outcome="{o}"', 1.0 if s.last_outcome == o else 0.0) for o in OUTCOMES] if s.last_outcome else [],
+        lambda s: [(f',{OUTCOME_LABEL}="{o}"', 1.0 if s.last_outcome == o else 0.0) for o in OUTCOMES] if s.last_outcome else [],
     ),
     "jobgen_last_run_timestamp_seconds": (
         "When the job's last run in the window ended (its journal line), in unix seconds.",
@@ -316,7 +324,7 @@ _METRICS: dict[str, tuple[str, Callable[[JobStatus], list[tuple[str, float]]]]] 
     ),
     "jobgen_queue_events": (
         "overlap: queue: requests recorded, run and put back in the window, by event (JOBGEN_OUTCOME of jobgen enqueue|drain).",
-        lambda s: [(f',event="{e}"', float(n)) for e, n in s.queue_counts.items()] if s.queued else [],
+        lambda s: [(f',{EVENT_LABEL}="{e}"', float(n)) for e, n in s.queue_counts.items()] if s.queued else [],
     ),
     "jobgen_next_elapse_timestamp_seconds": (
         "When the job's timer elapses next (systemd NextElapseUSecRealtime), in unix seconds.",
@@ -340,5 +348,5 @@ def as_prometheus(statuses: list[JobStatus]) -> str:
         lines += [f"# HELP {metric} {help_text}", f"# TYPE {metric} gauge"]
         for status in statuses:
             for labels, value in samples(status):
-                lines.append(f'{metric}{{job="{_label(status.name)}"{labels}}} {_number(value)}')
+                lines.append(f'{metric}{{{JOB_LABEL}="{_label(status.name)}"{labels}}} {_number(value)}')
     return "\n".join(lines) + "\n"
