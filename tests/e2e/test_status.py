@@ -128,7 +128,7 @@ def test_status_counts_what_ran(scenario, systemd_jobgen):
     # Text: one row per job, readable at a glance.
     text = c.run("jobgen", "status", "/root/status.yaml", "--since=-1h").stdout.splitlines()
     assert text[1].split() == ["JOB", "LAST", "RUN", "LAST", "success", "failed", "timeout", "skipped",
-                               "wait-expired", "deferred", "NEXT", "TIMER", "QUEUE"]
+                               "wait-expired", "deferred", "stopped", "NEXT", "TIMER", "QUEUE"]
     row = next(line for line in text if line.startswith("st-skip "))
     assert row.split()[4:11] == ["skipped", "0", "0", "0", "1", "0", "0"]
     row = next(line for line in text if line.startswith("st-queue "))
