@@ -35,7 +35,7 @@ MIN_CHECK_GAP = 0.05  # after a check woken by the socket, so a live session can
 
 # Every lock identity is namespaced so a jobgen lock never collides with an application's
 # own use of the same server (Redis keys, GET_LOCK names, the advisory key input).
-NAMESPACE = "jobgen:"
+NAMESPACE = locks.NAMESPACE
 
 
 class LockError(Exception):

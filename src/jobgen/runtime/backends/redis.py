@@ -1,9 +1,10 @@
 """Redis lease: SET NX PX with an owner token, renewal while the command runs,
 compare-and-delete release. Client: redis-py (extra `jobgen[redis]`), imported here only.
 
-Keys: `jobgen:<name>` holds the owner token (128 random bits, hex) with a PX expiry;
-`jobgen:<name>:fence` is INCRemented on every acquisition and its value handed to the
-command as JOBGEN_LOCK_TOKEN, so a downstream store can refuse writes from an older holder.
+Keys (contract.locks.redis_keys): `jobgen:<name>` holds the owner token (128 random bits,
+hex) with a PX expiry; `jobgen:#fence:<name>` is INCRemented on every acquisition and its
+value handed to the command as JOBGEN_LOCK_TOKEN, so a downstream store can refuse writes
+from an older holder. '#' is in no lock name, so no name's lease is another's counter.
 """
 
 from __future__ import annotations
@@ -12,15 +13,30 @@ import random
 import secrets
 import time
 
+from jobgen.contract import locks
 from jobgen.runtime.backends import (AuthFailed, ConfigError, Options, ServerError, Target, Unreachable,
-                             Watcher, describe, namespaced)
+                             Watcher, describe)
 
 # Acquire and fence in one atomic step: a fencing token exists iff the SET succeeded.
+# Everything that can fail is checked before the SET (a script error does not undo the
+# writes before it, so a late failure would leave a lease nobody holds). A counter left
+# by releases before the `#` layout (KEYS[3], a decimal string: a lease token there has
+# 32 hex digits) seeds the new one, so tokens keep increasing across the upgrade.
 ACQUIRE = """
-if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('incr', KEYS[2])
+local f = redis.call('get', KEYS[2])
+if f and not (string.match(f, '^%d+$') and #f < 19) then
+  return redis.error_reply('the fencing counter ' .. KEYS[2] .. ' holds no counter')
 end
-return 0
+if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
+end
+if redis.call('type', KEYS[3]).ok == 'string' then
+  local old = redis.call('get', KEYS[3])
+  if string.match(old, '^%d+$') and #old < 19 and tonumber(old) > tonumber(f or '0') then
+    redis.call('set', KEYS[2], old)
+  end
+end
+return redis.call('incr', KEYS[2])
 """
 # Extend only our own lease: after expiry another holder's token is there and must stay.
 RENEW = """
@@ -96,16 +112,20 @@ def _call(fn):
 
 def acquire(target: Target, name: str, opts: Options) -> "Held | None":
     client = _client(target, opts)
-    key = namespaced(name)
-    fence_key = key + ":fence"
+    keys = locks.redis_keys(name)
     owner = secrets.token_hex(16)
     ttl_ms = max(1, int(opts.ttl * 1000))
     deadline = time.monotonic() + opts.wait
     pause = POLL_FIRST
     while True:
-        fence = _call(lambda: client.eval(ACQUIRE, 2, key, fence_key, owner, ttl_ms))
+        try:
+            fence = _call(lambda: client.eval(ACQUIRE, 3, keys.lease, keys.fence,
+                                              keys.legacy_fence, owner, ttl_ms))
+        except BaseException:
+            client.close()
+            raise
         if fence:
-            return Held(client, key, owner, int(fence), ttl_ms, opts)
+            return Held(client, keys.lease, owner, int(fence), ttl_ms, opts)
         now = time.monotonic()
         if now >= deadline:
             client.close()
