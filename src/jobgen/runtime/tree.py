@@ -8,18 +8,26 @@ descendant of its command outlives the lock.
 - The command starts in its own process group, so one kill(2) reaches the whole
   pipeline atomically (killpg), and `descendants()` finds those that left the group.
 - The command itself gets PR_SET_PDEATHSIG=SIGKILL, and a keeper process (Lifeline)
-  kills its whole process group if the holder dies, even by SIGKILL, before the lock's
-  SQL session can end. Descendants that left the group (setsid) are then left to
-  systemd's stop (KillMode=mixed ends with SIGKILL to every process of the unit).
+  outside the tree, which the holder's stop or death does not reach, follows the tree
+  (a /proc scan every KEEPER_SCAN seconds): if the holder dies, even by SIGKILL, it kills
+  the command's group and every process it last saw below the holder (setsid/setpgid
+  ones included) before the lock's SQL session can end; if the holder stops renewing a
+  Redis lease (SIGSTOP, a hang), it kills the tree before the lease runs out.
+- Tree is the one way to start and end a command's tree: `jobgen lock` and the queue
+  drainer both use it.
 """
 
 from __future__ import annotations
 
 import ctypes
 import os
+import select
 import signal
+import subprocess
 import time
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Mapping
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h, 3.4
@@ -59,32 +67,54 @@ def child_setup(parent: int):
     return setup
 
 
-def descendants(root: int | None = None) -> list[int]:
-    """Every live process below `root` (default: this process), parents before children.
 
-    Read from /proc/PID/stat (field 4 is the parent pid): a scan of /proc, a few ms.
-    Zombies are left out: they run nothing and only their parent's wait removes them.
-    """
-    root = os.getpid() if root is None else root
-    children: dict[int, list[int]] = {}
+@dataclass(frozen=True)
+class _Proc:
+    ppid: int
+    state: str
+    start: int  # /proc/PID/stat starttime: a pid with another start time is another process
+
+
+def _scan() -> dict[int, _Proc]:
+    """Every process, from /proc/PID/stat (after the ')' of comm: state, ppid, ..., field
+    22 starttime): a scan of /proc, a few ms."""
+    table: dict[int, _Proc] = {}
     for stat in Path("/proc").glob("[0-9]*/stat"):
         try:
             text = stat.read_text()
         except OSError:  # gone since the listing
             continue
         fields = text.rpartition(")")[2].split()
-        if len(fields) < 2 or fields[0] == "Z":
+        if len(fields) < 20:
             continue
-        children.setdefault(int(fields[1]), []).append(int(stat.parent.name))
+        table[int(stat.parent.name)] = _Proc(int(fields[1]), fields[0], int(fields[19]))
+    return table
+
+
+def _below(table: dict[int, _Proc], root: int, skip=frozenset()) -> list[int]:
+    """Every process below root in table, parents before children (zombies included),
+    leaving out the subtrees of `skip` (children root had before the command)."""
+    children: dict[int, list[int]] = {}
+    for pid, proc in table.items():
+        children.setdefault(proc.ppid, []).append(pid)
     found, queue = [], [root]
     while queue:
         for child in children.get(queue.pop(0), ()):
-            found.append(child)
-            queue.append(child)
+            if child not in skip:
+                found.append(child)
+                queue.append(child)
     return found
 
 
-def signal_tree(pgid: int | None, signum: int) -> bool:
+def descendants(root: int | None = None, skip=frozenset()) -> list[int]:
+    """Every live process below `root` (default: this process), parents before children.
+    Zombies are left out: they run nothing and only their parent's wait removes them."""
+    table = _scan()
+    root = os.getpid() if root is None else root
+    return [p for p in _below(table, root, skip) if table[p].state != "Z"]
+
+
+def signal_tree(pgid: int | None, signum: int, skip=frozenset()) -> bool:
     """Send signum to the command's process group and to every descendant that left it.
     True if it reached any process."""
     reached = False
@@ -94,7 +124,7 @@ def signal_tree(pgid: int | None, signum: int) -> bool:
             reached = True
         except (ProcessLookupError, PermissionError):
             pass
-    for pid in descendants():
+    for pid in descendants(skip=skip):
         try:
             os.kill(pid, signum)
             reached = True
@@ -114,31 +144,108 @@ def reap_all() -> None:
             return
 
 
+def _children() -> frozenset[int]:
+    me = os.getpid()
+    return frozenset(p for p, proc in _scan().items() if proc.ppid == me)
+
+
+@dataclass
+class Tree:
+    """One command and every process it starts, owned by this process (a subreaper).
+
+    Members are this process's descendants, less the subtrees of the children it had
+    before the command started (`others`: in a process that runs other children, they
+    are none of the command's business)."""
+
+    proc: subprocess.Popen
+    others: frozenset[int]
+
+    @classmethod
+    def start(cls, argv: list[str], env: Mapping[str, str]) -> "Tree":
+        """Start argv in its own process group, dying with us (PDEATHSIG), this process
+        a subreaper so nothing it starts can leave the tree. Raises what Popen raises."""
+        become_subreaper()
+        others = _children()
+        proc = subprocess.Popen(argv, env=env, preexec_fn=child_setup(os.getpid()))
+        try:
+            os.setpgid(proc.pid, proc.pid)  # both sides, so no signal finds it in ours
+        except OSError:
+            pass  # it already did (or already exec'd): either way it leads its own group
+        return cls(proc, others)
+
+    @property
+    def pgid(self) -> int:
+        return self.proc.pid
+
+    def members(self) -> list[int]:
+        """The tree's processes still running."""
+        return descendants(skip=self.others)
+
+    def signal(self, signum: int) -> bool:
+        """signum to the group and every member (those that left the group too)."""
+        return signal_tree(self.pgid, signum, skip=self.others)
+
+    def kill(self) -> None:
+        """SIGKILL until no member runs (again and again: a fork may race a kill)."""
+        self.signal(signal.SIGKILL)
+        while self.members():
+            time.sleep(0.01)
+            self.signal(signal.SIGKILL)
+
+    def reap(self) -> None:
+        """Wait until every member is gone and reaped. Only our own children outside
+        `others` are waited for, by pid: never waitpid(-1), which would take a status
+        another part of this process waits for."""
+        me = os.getpid()
+        while True:
+            table = _scan()
+            mine = [p for p, proc in table.items() if proc.ppid == me and p not in self.others]
+            if not mine:
+                return
+            for pid in mine:
+                try:
+                    os.waitpid(pid, 0)
+                except ChildProcessError:
+                    pass
+
+
+def boottime() -> float:
+    """CLOCK_BOOTTIME: like the lock server's clock, it runs on while this machine sleeps."""
+    return time.clock_gettime(time.CLOCK_BOOTTIME)
+
+
+# How often the keeper records the holder's descendants. A process younger than this whose
+# parent also ends in that moment can escape a SIGKILLed holder (measured: README).
+KEEPER_SCAN = 0.2
+
+
 class Lifeline:
-    """A keeper process that kills the command's process group if the holder dies, even by
-    SIGKILL, and only then lets the lock session end.
+    """A keeper process, outside the command's tree and the holder's stop, that ends the
+    tree when the holder cannot: the holder died (even by SIGKILL), or it stopped renewing
+    a Redis lease (SIGSTOP, a hang) and the lease is about to run out.
 
     The keeper is forked (no exec: a few ms) right after the lock is taken, so it shares
     the holder's open lock connection: a SQL server sees the session end only when the
-    last copy of its socket closes, that is after the keeper has killed the command's
-    group and seen it gone. The holder's normal release (RELEASE_LOCK / pg_advisory_unlock,
-    then a protocol-level quit) ends the session whatever the keeper holds. The keeper
-    learns the group id and "done" through a pipe whose write end only the holder has: EOF
-    without "done" means the holder died. It is double-forked before the holder becomes a
+    last copy of its socket closes, that is after the keeper has killed the tree. The
+    holder's normal release (RELEASE_LOCK / pg_advisory_unlock, then a protocol-level quit)
+    ends the session whatever the keeper holds. The keeper learns the group id, the lease
+    deadline and "done" through a pipe whose write end only the holder has: EOF without
+    "done" means the holder died. It is double-forked before the holder becomes a
     subreaper, so it is never one of the holder's children to wait for, and it leaves
-    the session so a terminal's Ctrl-C does not reach it.
+    the session so a terminal's Ctrl-C or Ctrl-Z does not reach it.
     """
 
-    GONE_TIMEOUT = 10.0  # how long the keeper waits for the killed group to disappear
+    GONE_TIMEOUT = 10.0  # how long the keeper goes on killing a tree that will not go
 
-    def __init__(self) -> None:
+    def __init__(self, log_prefix: str = "") -> None:
+        holder = os.getpid()
         r, w = os.pipe()
         pid = os.fork()
         if pid == 0:  # intermediate
             try:
                 os.close(w)
                 if os.fork() == 0:  # keeper
-                    _keep(r)
+                    _keep(r, holder, log_prefix)
             finally:
                 os._exit(0)
         os.close(r)
@@ -146,7 +253,11 @@ class Lifeline:
         self._w: int | None = w
 
     def guard(self, pgid: int) -> None:
-        self._send(f"{pgid}\n")
+        self._send(f"pgid {pgid}\n")
+
+    def lease(self, deadline: float) -> None:
+        """The tree must be gone by `deadline` (boottime()) unless a later one comes."""
+        self._send(f"lease {deadline!r}\n")
 
     def done(self) -> None:
         self._send("done\n")
@@ -157,37 +268,93 @@ class Lifeline:
     def _send(self, text: str) -> None:
         if self._w is not None:
             try:
-                os.write(self._w, text.encode())
+                os.write(self._w, text.encode())  # < PIPE_BUF: atomic among threads
             except OSError:  # the keeper is gone (killed with the unit): nothing to tell
                 pass
 
 
-def _keep(r: int) -> None:
+def _keep(r: int, holder: int, log_prefix: str) -> None:
     """The keeper's whole life; never returns."""
     try:
         os.setsid()
         for sig in (signal.SIGTERM, signal.SIGINT, signal.SIGHUP):
             signal.signal(sig, signal.SIG_IGN)
+        log = os.dup(2)  # the holder's stderr (the journal), for the keeper's one line
         null = os.open(os.devnull, os.O_RDWR)
         for fd in (0, 1, 2):
             os.dup2(null, fd)
+        pgid: int | None = None
+        deadline: float | None = None
+        seen: dict[int, int] = {}  # pid -> start time, below the holder at the last scan
         data = b""
-        while chunk := os.read(r, 64):
-            data += chunk
-            if b"done\n" in data:
-                os._exit(0)
-        groups = [int(x) for x in data.split() if x.isdigit()]
-        for pgid in groups:  # the holder died without "done": end what it started
-            try:
-                os.killpg(pgid, signal.SIGKILL)
-            except OSError:
+        while True:
+            timeout = KEEPER_SCAN if pgid is not None else None
+            if deadline is not None:
+                timeout = max(0.0, min(timeout or KEEPER_SCAN, deadline - boottime()))
+            if select.select([r], [], [], timeout)[0]:
+                chunk = os.read(r, 4096)
+                if not chunk:
+                    break  # the holder died without "done"
+                data += chunk
+                *lines, data = data.split(b"\n")
+                for line in lines:
+                    word, _, arg = line.decode().partition(" ")
+                    if word == "done":
+                        os._exit(0)
+                    if word == "pgid":
+                        pgid = int(arg)
+                    elif word == "lease":
+                        deadline = float(arg)
+            if pgid is None:
                 continue
-            deadline = time.monotonic() + Lifeline.GONE_TIMEOUT
-            while time.monotonic() < deadline:
-                try:
-                    os.killpg(pgid, 0)
-                except OSError:
-                    break
-                time.sleep(0.01)
+            table = _scan()
+            seen = {p: table[p].start for p in _below(table, holder)}
+            if deadline is not None and boottime() >= deadline:
+                _say(log, f"{log_prefix}lease-expiring holder pid={holder} did not renew "
+                          "the lease in time (stopped or hung); SIGKILL to the command's "
+                          f"{len(seen)} processes before the lease runs out\n")
+                _kill_seen(pgid, holder, seen)
+                deadline = None
+        if pgid is not None:  # the holder died without "done": end what it started
+            _kill_seen(pgid, None, seen)
     finally:
         os._exit(0)
+
+
+def _say(fd: int, text: str) -> None:
+    try:
+        os.write(fd, text.encode())
+    except OSError:
+        pass
+
+
+def _kill_seen(pgid: int, holder: int | None, seen: dict[int, int]) -> None:
+    """SIGKILL the group, every process in `seen` that is still the same process and
+    everything now below any of them (and below the holder, while it lives), until none
+    runs or GONE_TIMEOUT passes."""
+    deadline = time.monotonic() + Lifeline.GONE_TIMEOUT
+    seen = dict(seen)
+    while time.monotonic() < deadline:
+        table = _scan()
+        roots = [p for p, start in seen.items() if p in table and table[p].start == start]
+        if holder is not None and holder in table:
+            roots.append(holder)
+        tree = {p for root in roots for p in _below(table, root)} | set(roots)
+        tree.discard(holder)
+        live = [p for p in tree if table[p].state != "Z"]
+        try:
+            os.killpg(pgid, signal.SIGKILL)
+            group = True
+        except OSError:
+            group = False
+        for pid in live:
+            try:
+                os.kill(pid, signal.SIGKILL)
+            except OSError:
+                pass
+        if not live and not group:
+            return
+        if not live and holder is not None:  # the group's zombies wait for the holder
+            return
+        seen.update({p: table[p].start for p in tree})
+        time.sleep(0.01)
