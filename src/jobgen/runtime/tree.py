@@ -7,7 +7,8 @@ descendant of its command outlives the lock.
   descendant, however it forked or daemonized (setsid, double fork).
 - The command starts in its own process group, so one kill(2) reaches the whole
   pipeline atomically (killpg), and `descendants()` finds those that left the group.
-- The command itself gets PR_SET_PDEATHSIG=SIGKILL, and a keeper process (Lifeline)
+- The command itself gets PR_SET_PDEATHSIG (SIGSTOP under a keeper, else SIGKILL), and a
+  keeper process (Lifeline)
   outside the tree, which the holder's stop or death does not reach, follows the tree
   (a /proc scan every KEEPER_SCAN seconds): if the holder dies, even by SIGKILL, it kills
   the command's group and every process it last saw below the holder (setsid/setpgid
@@ -55,12 +56,13 @@ def no_new_privs() -> None:
     _prctl(PR_SET_NO_NEW_PRIVS, 1)
 
 
-def child_setup(parent: int):
-    """preexec_fn for the command: its own process group, and death with the holder."""
+def child_setup(parent: int, death: int = signal.SIGKILL):
+    """preexec_fn for the command: its own process group, and `death` when the parent
+    dies (SIGKILL; SIGSTOP when a keeper kills the tree: see Tree.start)."""
 
     def setup() -> None:
         os.setpgid(0, 0)
-        _prctl(PR_SET_PDEATHSIG, signal.SIGKILL)
+        _prctl(PR_SET_PDEATHSIG, death)
         if os.getppid() != parent:  # the holder died before prctl took effect
             os._exit(1)
 
@@ -161,12 +163,16 @@ class Tree:
     others: frozenset[int]
 
     @classmethod
-    def start(cls, argv: list[str], env: Mapping[str, str]) -> "Tree":
-        """Start argv in its own process group, dying with us (PDEATHSIG), this process
-        a subreaper so nothing it starts can leave the tree. Raises what Popen raises."""
+    def start(cls, argv: list[str], env: Mapping[str, str],
+              death: int = signal.SIGKILL) -> "Tree":
+        """Start argv in its own process group, this process a subreaper so nothing it
+        starts can leave the tree, and `death` sent to argv when we die (PDEATHSIG).
+        With a keeper (Lifeline), SIGSTOP: the command then stays, frozen, the parent of
+        what it started, so the keeper finds and kills its children too (a SIGKILL would
+        orphan them to PID 1 first). Raises what Popen raises."""
         become_subreaper()
         others = _children()
-        proc = subprocess.Popen(argv, env=env, preexec_fn=child_setup(os.getpid()))
+        proc = subprocess.Popen(argv, env=env, preexec_fn=child_setup(os.getpid(), death))
         try:
             os.setpgid(proc.pid, proc.pid)  # both sides, so no signal finds it in ours
         except OSError:
@@ -238,6 +244,7 @@ class Lifeline:
     GONE_TIMEOUT = 10.0  # how long the keeper goes on killing a tree that will not go
 
     def __init__(self, log_prefix: str = "") -> None:
+        """log_prefix starts the keeper's one log line (on the holder's stderr)."""
         holder = os.getpid()
         r, w = os.pipe()
         pid = os.fork()
@@ -286,11 +293,12 @@ def _keep(r: int, holder: int, log_prefix: str) -> None:
         pgid: int | None = None
         deadline: float | None = None
         seen: dict[int, int] = {}  # pid -> start time, below the holder at the last scan
+        expired = False
         data = b""
         while True:
-            timeout = KEEPER_SCAN if pgid is not None else None
-            if deadline is not None:
-                timeout = max(0.0, min(timeout or KEEPER_SCAN, deadline - boottime()))
+            timeout = KEEPER_SCAN if pgid is not None or deadline is not None else None
+            if deadline is not None and not expired:
+                timeout = max(0.0, min(KEEPER_SCAN, deadline - boottime()))
             if select.select([r], [], [], timeout)[0]:
                 chunk = os.read(r, 4096)
                 if not chunk:
@@ -303,19 +311,25 @@ def _keep(r: int, holder: int, log_prefix: str) -> None:
                         os._exit(0)
                     if word == "pgid":
                         pgid = int(arg)
-                    elif word == "lease":
+                    elif word == "lease" and not expired:
                         deadline = float(arg)
-            if pgid is None:
+            if pgid is None and deadline is None:
                 continue
             table = _scan()
-            seen = {p: table[p].start for p in _below(table, holder)}
+            # Added to, never replaced: a scan that meets the holder mid-exit sees its
+            # children already handed to PID 1; what was seen stays until it is gone.
+            seen = {p: t for p, t in seen.items() if p in table and table[p].start == t}
+            seen.update({p: table[p].start for p in _below(table, holder)})
             if deadline is not None and boottime() >= deadline:
-                _say(log, f"{log_prefix}lease-expiring holder pid={holder} did not renew "
-                          "the lease in time (stopped or hung); SIGKILL to the command's "
-                          f"{len(seen)} processes before the lease runs out\n")
+                # Armed from now on: whatever runs below the holder is killed at every scan
+                # until the holder says "done" (a renewal that fails does not re-arm it).
+                if not expired:
+                    _say(log, f"{log_prefix}lease-expiring holder pid={holder} did not renew "
+                              "the lease in time (stopped or hung); SIGKILL to the command's "
+                              f"{len(seen)} processes before the lease runs out\n")
+                    expired = True
                 _kill_seen(pgid, holder, seen)
-                deadline = None
-        if pgid is not None:  # the holder died without "done": end what it started
+        if pgid is not None or seen:  # the holder died without "done": end what it started
             _kill_seen(pgid, None, seen)
     finally:
         os._exit(0)
@@ -328,7 +342,7 @@ def _say(fd: int, text: str) -> None:
         pass
 
 
-def _kill_seen(pgid: int, holder: int | None, seen: dict[int, int]) -> None:
+def _kill_seen(pgid: int | None, holder: int | None, seen: dict[int, int]) -> None:
     """SIGKILL the group, every process in `seen` that is still the same process and
     everything now below any of them (and below the holder, while it lives), until none
     runs or GONE_TIMEOUT passes."""
@@ -342,11 +356,13 @@ def _kill_seen(pgid: int, holder: int | None, seen: dict[int, int]) -> None:
         tree = {p for root in roots for p in _below(table, root)} | set(roots)
         tree.discard(holder)
         live = [p for p in tree if table[p].state != "Z"]
-        try:
-            os.killpg(pgid, signal.SIGKILL)
-            group = True
-        except OSError:
-            group = False
+        group = False
+        if pgid is not None:
+            try:
+                os.killpg(pgid, signal.SIGKILL)
+                group = True
+            except OSError:
+                pass
         for pid in live:
             try:
                 os.kill(pid, signal.SIGKILL)

@@ -259,6 +259,8 @@ class SessionHeld:
     (None while ours, else (event, detail)) and ``unlock() -> bool``."""
 
     token: str | None = None  # neither server keeps a counter to fence with
+    deadline: float | None = None  # no lease to run out: the lock lasts as long as the session
+    on_deadline = None
 
     def __init__(self, conn, opts: Options) -> None:
         self._conn = conn

@@ -14,6 +14,7 @@ import secrets
 import time
 
 from jobgen.contract import locks
+from jobgen.runtime.tree import boottime
 from jobgen.runtime.backends import (AuthFailed, ConfigError, Options, ServerError, Target, Unreachable,
                              Watcher, describe)
 
@@ -62,6 +63,14 @@ RENEW_MAX_INTERVAL = 1.0
 
 def renew_interval(ttl: float) -> float:
     return min(ttl / 3, RENEW_MAX_INTERVAL)
+
+
+# The holder's keeper (tree.Lifeline) SIGKILLs the command this long before the lease of
+# the last successful renewal runs out, when no later one succeeded (a stopped or hung
+# holder): time for the keeper to wake and the kill to land. The lease is counted from
+# the moment the renewal was sent, on CLOCK_BOOTTIME (the server set it later, if at all).
+def kill_margin(ttl: float) -> float:
+    return min(ttl / 4, 0.5)
 
 
 # Polling while --wait runs: start fast, back off, add jitter so 50 waiters do not march.
@@ -118,6 +127,7 @@ def acquire(target: Target, name: str, opts: Options) -> "Held | None":
     deadline = time.monotonic() + opts.wait
     pause = POLL_FIRST
     while True:
+        sent = boottime()
         try:
             fence = _call(lambda: client.eval(ACQUIRE, 3, keys.lease, keys.fence,
                                               keys.legacy_fence, owner, ttl_ms))
@@ -125,7 +135,7 @@ def acquire(target: Target, name: str, opts: Options) -> "Held | None":
             client.close()
             raise
         if fence:
-            return Held(client, keys.lease, owner, int(fence), ttl_ms, opts)
+            return Held(client, keys.lease, owner, int(fence), ttl_ms, opts, sent)
         now = time.monotonic()
         if now >= deadline:
             client.close()
@@ -136,8 +146,12 @@ def acquire(target: Target, name: str, opts: Options) -> "Held | None":
 
 class Held:
     def __init__(self, client, key: str, owner: str, fence: int, ttl_ms: int,
-                 opts: Options) -> None:
+                 opts: Options, sent: float) -> None:
         self._client = client
+        # boottime() by which the command must be gone unless a renewal succeeds;
+        # on_deadline(deadline) is told each new one (the holder passes it to its keeper).
+        self.deadline: float | None = self._deadline(sent, ttl_ms)
+        self.on_deadline = None
         self._key = key
         self._owner = owner
         self._ttl_ms = ttl_ms
@@ -145,10 +159,19 @@ class Held:
         self.token: str | None = str(fence)
         self._watcher: Watcher | None = None
 
+    @staticmethod
+    def _deadline(sent: float, ttl_ms: int) -> float:
+        ttl = ttl_ms / 1000
+        return sent + ttl - kill_margin(ttl)
+
     def _renew(self) -> tuple[str, str] | None:
+        sent = boottime()
         ok = _call(lambda: self._client.eval(RENEW, 1, self._key, self._owner, self._ttl_ms))
         if not ok:
             return ("lease-lost", f"key {self._key} no longer holds our token")
+        self.deadline = self._deadline(sent, self._ttl_ms)
+        if self.on_deadline is not None:
+            self.on_deadline(self.deadline)
         return None
 
     def watch(self, lost) -> None:
