@@ -291,8 +291,9 @@ class Holder:
         margin = self.args.ttl - renew_interval(self.args.ttl) - self.args.connect_timeout
         if self.args.grace >= margin:
             log.warning("config-warning name=%s --grace %gs >= --ttl minus the renewal interval "
-                        "and --connect-timeout (%gs): after a lost lease the command may "
-                        "outlive it", self.args.name, self.args.grace, margin)
+                        "and --connect-timeout (%gs): after a failed renewal the command may "
+                        "get SIGKILL before --grace ends (the keeper ends it before the lease runs out)",
+                        self.args.name, self.args.grace, margin)
 
     def _locked_run(self, backend, target: backends.Target, opts: backends.Options) -> int:
         where = target.display()
