@@ -113,3 +113,15 @@ def deadline_wait(predicate, timeout: float = 60.0) -> None:
     while not predicate():
         assert time.monotonic() < deadline, "timed out"
         time.sleep(0.02)
+
+
+def test_a_lease_key_that_is_no_lease_is_an_error_not_a_conflict(redis_server, lock_name, tmp_path):
+    """The lease key holds a list (another tool's key, a queue's list): not a lock anybody
+    holds, so not a conflict (75, counted as a skip) but one clear line and 69."""
+    r = redis_server.client()
+    r.rpush(locks.redis_keys(lock_name).lease, "x")
+    ran = tmp_path / "ran"
+    result = run(redis_server, lock_name, ["touch", str(ran)])
+    assert result.returncode == 69, result.stderr
+    assert "holds a list, not a lease" in result.stderr
+    assert not ran.exists()

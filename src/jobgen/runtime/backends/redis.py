@@ -20,10 +20,16 @@ from jobgen.runtime.backends import (AuthFailed, ConfigError, Options, ServerErr
 
 # Acquire and fence in one atomic step: a fencing token exists iff the SET succeeded.
 # Everything that can fail is checked before the SET (a script error does not undo the
-# writes before it, so a late failure would leave a lease nobody holds). A counter left
+# writes before it, so a late failure would leave a lease nobody holds); a lease key that
+# is a list or hash (another tool's, or a jobgen queue's) is an error, not a conflict
+# that would skip every run in silence. A counter left
 # by releases before the `#` layout (KEYS[3], a decimal string: a lease token there has
 # 32 hex digits) seeds the new one, so tokens keep increasing across the upgrade.
 ACQUIRE = """
+local t = redis.call('type', KEYS[1]).ok
+if t ~= 'none' and t ~= 'string' then
+  return redis.error_reply('the lease key ' .. KEYS[1] .. ' holds a ' .. t .. ', not a lease')
+end
 local f = redis.call('get', KEYS[2])
 if f and not (string.match(f, '^%d+$') and #f < 19) then
   return redis.error_reply('the fencing counter ' .. KEYS[2] .. ' holds no counter')
