@@ -173,7 +173,7 @@ def test_sigstop_of_the_holder_never_lets_the_command_outlive_the_lock(server, l
         print(f"redis sigstop: overlap {max(gap, 0):.3f}s (last beat {-gap:.3f}s before the "
               "second run)")
         assert gap < 0, f"overlap {gap:.3f}s"
-        assert "lease-expiring" in stderr_of(first)
+        assert f"lease-expiring holder pid={first.pid}" in stderr_of(first)
         first.send_signal(signal.SIGCONT)
         assert first.wait(timeout=TIMEOUT) == 76, stderr_of(first)
     else:
@@ -218,3 +218,36 @@ def test_sigkilled_holder_takes_descendants_that_left_its_group(server, lock_nam
     gap = overlap(beats, second)
     print(f"{server.kind} {leaver} descendant, holder SIGKILLed: overlap {max(gap, 0):.3f}s")
     assert gap < 0, f"overlap {gap:.3f}s"
+
+
+def test_lock_lost_while_the_holder_is_stopped_ends_the_command_without_it(server, lock_name,
+                                                                           tmp_path, procs):
+    """SIGSTOP to the holder, then the lock is lost on the server (Redis: the key deleted;
+    MariaDB: KILL of the session; PostgreSQL: pg_terminate_backend) and a waiting second
+    holder takes it. The keeper kills the command while the holder is still stopped (SQL:
+    --grace + 1 s after the server closed the session; Redis: before the lease of the last
+    renewal runs out); SIGCONT: the holder exits 76. The overlap is measured."""
+    from test_lock_holder import _lose
+
+    beats, second, pidfile = tmp_path / "beats", tmp_path / "second", tmp_path / "pid"
+    first = spawn(holder(server, lock_name, "--grace", "1",
+                         command=["sh", "-c", f'echo $$ > "{pidfile}"; {beating(beats)}']),
+                  start_new_session=True)
+    procs.append(first)
+    wait_for(lambda: beats_of(beats), "the command to run")
+    command = int(pidfile.read_text())
+    waiter = spawn(holder(server, lock_name, "--wait", "60", command=started_at(second)))
+    procs.append(waiter)
+    wait_for(lambda: "waiting name=" in stderr_of(waiter), "the second holder to wait")
+    first.send_signal(signal.SIGSTOP)
+    wait_for(lambda: state(first.pid) == "T", "the holder to stop")
+    _lose(server, lock_name, "session-killed")
+    assert waiter.wait(timeout=TIMEOUT) == 0, stderr_of(waiter)
+    wait_for(lambda: state(command) in ("Z", ""), "the keeper to kill the command")
+    assert state(first.pid) == "T"  # still stopped: the keeper did it, not the holder
+    event = "lease-expiring" if server.kind == "redis" else "session-ended"
+    assert f"{event} holder pid={first.pid}" in stderr_of(first)
+    gap = overlap(beats, second)
+    print(f"{server.kind} lock lost while the holder is stopped: overlap {max(gap, 0):.3f}s")
+    first.send_signal(signal.SIGCONT)
+    assert first.wait(timeout=TIMEOUT) == 76, stderr_of(first)

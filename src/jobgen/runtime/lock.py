@@ -219,6 +219,11 @@ STOPPING = (signal.SIGTERM, signal.SIGINT)
 # processes stop with the holder and continue with it, so a stopped holder, which renews
 # nothing, never leaves its command running past the lease.
 JOB_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+# After the server ends a SQL lock session, the keeper kills the command if it still runs
+# --grace + this much later: the holder's own detection (at once: the watcher wakes on the
+# socket) and its SIGKILL come first unless it is stopped or hung.
+KEEPER_SLACK = 1.0
+KEEPER_VERDICT = {"lease-expiring": "lease-lost", "session-ended": "connection-lost"}
 
 
 class Holder:
@@ -334,6 +339,9 @@ class Holder:
             if held.deadline is not None:  # a lease: the keeper enforces it if we cannot
                 lifeline.lease(held.deadline)
                 held.on_deadline = lifeline.lease
+            session = getattr(held, "socket_fd", lambda: None)()
+            if session is not None:  # a SQL session: the keeper notices the server end it
+                lifeline.session(session, self.args.grace + KEEPER_SLACK)
             tree.become_subreaper()  # here, so a refusal is not taken for the command's
             code = self._run_command(held, lifeline)
         except OSError as e:  # fork or prctl refused: never run the command unowned
@@ -392,6 +400,7 @@ class Holder:
         held.watch(self._on_lost)
         t0 = time.monotonic()
         _wait_exited(proc.pid)  # not reaped yet: its pid (= the group id) cannot be reused
+        self._keeper_verdict(lifeline)
         status = proc.wait()
         code = 128 - status if status < 0 else status
         self.phase = "draining"
@@ -515,6 +524,15 @@ class Holder:
             self._signal_tree(signal.SIGCONT)
             log.info("continued name=%s", self.args.name)
         self.stopped = False
+
+    def _keeper_verdict(self, lifeline: tree.Lifeline) -> None:
+        """The keeper killed the command (the holder was stopped or hung past the lease or
+        the lock session): the run lost its lock, whatever status the command shows."""
+        why = lifeline.killed()
+        if why is None:
+            return
+        with self.state_lock:
+            self.lost = self.lost or KEEPER_VERDICT[why]
 
     def _lease_ran_out(self) -> bool:
         deadline = getattr(self.held, "deadline", None)

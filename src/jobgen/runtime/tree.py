@@ -255,30 +255,53 @@ class Lifeline:
         """log_prefix starts the keeper's one log line (on the holder's stderr)."""
         holder = os.getpid()
         r, w = os.pipe()
+        back_r, back_w = os.pipe()  # the keeper tells the holder why it killed the tree
         pid = os.fork()
         if pid == 0:  # intermediate
             try:
                 os.close(w)
+                os.close(back_r)
                 if os.fork() == 0:  # keeper
-                    _keep(r, holder, log_prefix)
+                    _keep(r, holder, log_prefix, back_w)
             finally:
                 os._exit(0)
         os.close(r)
+        os.close(back_w)
+        os.set_blocking(back_r, False)
         os.waitpid(pid, 0)
         self._w: int | None = w
+        self._back: int | None = back_r
 
     def guard(self, pgid: int) -> None:
         self._send(f"pgid {pgid}\n")
+
+    def session(self, fd: int, within: float) -> None:
+        """fd is the lock session's socket (the keeper has its own copy): once the server
+        closes it (the lock is free), the tree must be gone `within` seconds."""
+        self._send(f"session {fd} {within!r}\n")
 
     def lease(self, deadline: float) -> None:
         """The tree must be gone by `deadline` (boottime()) unless a later one comes."""
         self._send(f"lease {deadline!r}\n")
 
+    def killed(self) -> str | None:
+        """Why the keeper killed the tree ("lease-expiring", "session-ended"), or None.
+        It writes this before it kills, so it is here once the command is seen dead."""
+        if self._back is None:
+            return None
+        try:
+            data = os.read(self._back, 256)
+        except (BlockingIOError, OSError):
+            return None
+        words = data.split()
+        return words[-1].decode() if words else None
+
     def done(self) -> None:
         self._send("done\n")
-        if self._w is not None:
-            os.close(self._w)
-            self._w = None
+        for fd in (self._w, self._back):
+            if fd is not None:
+                os.close(fd)
+        self._w = self._back = None
 
     def _send(self, text: str) -> None:
         if self._w is not None:
@@ -288,7 +311,7 @@ class Lifeline:
                 pass
 
 
-def _keep(r: int, holder: int, log_prefix: str) -> None:
+def _keep(r: int, holder: int, log_prefix: str, back: int) -> None:
     """The keeper's whole life; never returns."""
     try:
         os.setsid()
@@ -303,11 +326,26 @@ def _keep(r: int, holder: int, log_prefix: str) -> None:
         seen: dict[int, int] = {}  # pid -> start time, below the holder at the last scan
         expired = False
         data = b""
+        poller = select.poll()
+        poller.register(r, select.POLLIN)
+        session: tuple[int, float] | None = None
+        why = "lease-expiring holder pid={} did not renew the lease in time (stopped or hung)"
         while True:
             timeout = KEEPER_SCAN if pgid is not None or deadline is not None else None
             if deadline is not None and not expired:
                 timeout = max(0.0, min(KEEPER_SCAN, deadline - boottime()))
-            if select.select([r], [], [], timeout)[0]:
+            events = dict(poller.poll(None if timeout is None else timeout * 1000))
+            if session is not None and events.get(session[0]):
+                # The server closed the session: the lock is free. The holder stops the
+                # command within --grace; if it cannot (stopped), the keeper does.
+                poller.unregister(session[0])
+                end = boottime() + session[1]
+                if deadline is None or end < deadline:
+                    deadline = end
+                    why = ("session-ended holder pid={} did not stop the command after the "
+                           "server ended the lock session (stopped or hung)")
+                session = None
+            if events.get(r):
                 chunk = os.read(r, 4096)
                 if not chunk:
                     break  # the holder died without "done"
@@ -321,6 +359,12 @@ def _keep(r: int, holder: int, log_prefix: str) -> None:
                         pgid = int(arg)
                     elif word == "lease" and not expired:
                         deadline = float(arg)
+                    elif word == "session":
+                        fd, within = arg.split()
+                        session = (int(fd), float(within))
+                        # Peer closed (FIN) or reset: never POLLIN, which the holder's own
+                        # queries would raise and its reads clear.
+                        poller.register(session[0], select.POLLRDHUP)
             if pgid is None and deadline is None:
                 continue
             table = _scan()
@@ -332,9 +376,9 @@ def _keep(r: int, holder: int, log_prefix: str) -> None:
                 # Armed from now on: whatever runs below the holder is killed at every scan
                 # until the holder says "done" (a renewal that fails does not re-arm it).
                 if not expired:
-                    _say(log, f"{log_prefix}lease-expiring holder pid={holder} did not renew "
-                              "the lease in time (stopped or hung); SIGKILL to the command's "
-                              f"{len(seen)} processes before the lease runs out\n")
+                    _say(back, why.split()[0] + "\n")
+                    _say(log, f"{log_prefix}{why.format(holder)}; SIGKILL to the command's "
+                              f"{len(seen)} processes\n")
                     expired = True
                 _kill_seen(pgid, holder, seen)
         if pgid is not None or seen:  # the holder died without "done": end what it started
