@@ -196,8 +196,11 @@ class Tree:
         return descendants(skip=self.others)
 
     def signal(self, signum: int) -> bool:
-        """signum to the group and every member (those that left the group too)."""
-        return signal_tree(self.pgid, signum, skip=self.others)
+        """signum to the group and every member (those that left the group too). Once
+        the leader is reaped its pid, the group id, may be reused: members only then
+        (every group member is a member: we are their subreaper)."""
+        pgid = self.pgid if self.proc.returncode is None else None
+        return signal_tree(pgid, signum, skip=self.others)
 
     def kill(self) -> None:
         """SIGKILL until no member runs (again and again: a fork may race a kill)."""
