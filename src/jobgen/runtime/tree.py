@@ -231,9 +231,12 @@ def boottime() -> float:
     return time.clock_gettime(time.CLOCK_BOOTTIME)
 
 
-# How often the keeper records the holder's descendants. A process younger than this whose
-# parent also ends in that moment can escape a SIGKILLed holder (measured: README).
+# How often the keeper records the holder's descendants. A process re-parented to the
+# holder (its parent exited) less than this before the holder is SIGKILLed can escape.
 KEEPER_SCAN = 0.2
+# poll(2) events that mean the server closed the lock session (not POLLNVAL: a bad fd is
+# no news about the lock).
+CLOSED = select.POLLRDHUP | select.POLLHUP | select.POLLERR
 
 
 class Lifeline:
@@ -246,7 +249,8 @@ class Lifeline:
     last copy of its socket closes, that is after the keeper has killed the tree. The
     holder's normal release (RELEASE_LOCK / pg_advisory_unlock, then a protocol-level quit)
     ends the session whatever the keeper holds. The keeper learns the group id, the lease
-    deadline and "done" through a pipe whose write end only the holder has: EOF without
+    deadline, the session's socket and "done" through a pipe whose write end only the
+    holder has (and answers why it killed, if it did, through another): EOF without
     "done" means the holder died. It is double-forked before the holder becomes a
     subreaper, so it is never one of the holder's children to wait for, and it leaves
     the session so a terminal's Ctrl-C or Ctrl-Z does not reach it.
@@ -338,7 +342,7 @@ def _keep(r: int, holder: int, log_prefix: str, back: int) -> None:
             if deadline is not None and not expired:
                 timeout = max(0.0, min(KEEPER_SCAN, deadline - boottime()))
             events = dict(poller.poll(None if timeout is None else timeout * 1000))
-            if session is not None and events.get(session[0]):
+            if session is not None and events.get(session[0], 0) & CLOSED:
                 # The server closed the session: the lock is free. The holder stops the
                 # command within --grace; if it cannot (stopped), the keeper does.
                 poller.unregister(session[0])
