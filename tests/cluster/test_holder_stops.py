@@ -251,3 +251,25 @@ def test_lock_lost_while_the_holder_is_stopped_ends_the_command_without_it(serve
     print(f"{server.kind} lock lost while the holder is stopped: overlap {max(gap, 0):.3f}s")
     first.send_signal(signal.SIGCONT)
     assert first.wait(timeout=TIMEOUT) == 76, stderr_of(first)
+
+
+def test_a_grace_longer_than_the_lease_does_not_outlive_it(redis_server, lock_name, tmp_path,
+                                                          procs):
+    """Redis hangs mid-run; the command ignores SIGTERM and --grace (30 s) does not fit in
+    the lease (--ttl 3): the keeper SIGKILLs it before the lease of the last renewal runs
+    out, not after --grace. The holder warned at start and exits 76."""
+    beats = tmp_path / "beats"
+    first = spawn(holder_argv("--backend", redis_server.url(), "--name", lock_name,
+                              "--connect-timeout", "2", "--ttl", "3", "--grace", "30", "--",
+                              "sh", "-c", f"trap '' TERM; {beating(beats)}"))
+    procs.append(first)
+    wait_for(lambda: beats_of(beats), "the command to run")
+    redis_server.pause()
+    try:
+        assert first.wait(timeout=TIMEOUT) == 76, stderr_of(first)
+    finally:
+        redis_server.resume()
+    err = stderr_of(first)
+    assert "config-warning" in err
+    assert f"lease-expiring holder pid={first.pid}" in err
+    assert f"killed name={lock_name}" not in err  # not the --grace SIGKILL: the keeper's
