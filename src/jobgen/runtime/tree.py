@@ -31,22 +31,29 @@ from typing import Mapping
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h, 3.4
+PR_GET_CHILD_SUBREAPER = 37  # linux/prctl.h, 3.4
 PR_SET_NO_NEW_PRIVS = 38  # linux/prctl.h, 3.5
 
 _libc = None
 
 
-def _prctl(option: int, arg: int) -> None:
+def _prctl(option: int, arg) -> None:
     global _libc
     if _libc is None:
         _libc = ctypes.CDLL(None, use_errno=True)
-    if _libc.prctl(option, ctypes.c_ulong(arg), 0, 0, 0) != 0:
+    if _libc.prctl(option, ctypes.c_ulong(arg) if isinstance(arg, int) else arg, 0, 0, 0) != 0:
         err = ctypes.get_errno()
         raise OSError(err, f"prctl({option}): {os.strerror(err)}")
 
 
-def become_subreaper() -> None:
-    _prctl(PR_SET_CHILD_SUBREAPER, 1)
+def become_subreaper(on: bool = True) -> None:
+    _prctl(PR_SET_CHILD_SUBREAPER, int(on))
+
+
+def is_subreaper() -> bool:
+    flag = ctypes.c_int(0)
+    _prctl(PR_GET_CHILD_SUBREAPER, ctypes.byref(flag))
+    return bool(flag.value)
 
 
 def no_new_privs() -> None:
@@ -169,6 +176,9 @@ class Tree:
 
     proc: subprocess.Popen
     others: frozenset[int]
+    # This process was no subreaper before start(): reap() turns it back, so a process
+    # that runs commands now and then (a test runner) does not keep collecting orphans.
+    was_not_subreaper: bool = False
 
     @classmethod
     def start(cls, argv: list[str], env: Mapping[str, str],
@@ -178,14 +188,20 @@ class Tree:
         With a keeper (Lifeline), SIGSTOP: the command then stays, frozen, the parent of
         what it started, so the keeper finds and kills its children too (a SIGKILL would
         orphan them to PID 1 first). Raises what Popen raises."""
+        was = is_subreaper()
         become_subreaper()
         others = _children()
-        proc = subprocess.Popen(argv, env=env, preexec_fn=child_setup(os.getpid(), death))
+        try:
+            proc = subprocess.Popen(argv, env=env, preexec_fn=child_setup(os.getpid(), death))
+        except BaseException:
+            if not was:
+                become_subreaper(False)
+            raise
         try:
             os.setpgid(proc.pid, proc.pid)  # both sides, so no signal finds it in ours
         except OSError:
             pass  # it already did (or already exec'd): either way it leads its own group
-        return cls(proc, others)
+        return cls(proc, others, not was)
 
     @property
     def pgid(self) -> int:
@@ -218,6 +234,8 @@ class Tree:
             table = _scan()
             mine = [p for p, proc in table.items() if proc.ppid == me and p not in self.others]
             if not mine:
+                if self.was_not_subreaper:
+                    become_subreaper(False)
                 return
             for pid in mine:
                 try:

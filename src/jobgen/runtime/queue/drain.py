@@ -93,6 +93,8 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
             # drainer a subreaper, so a stop reaches everything the request started.
             owned = tree.Tree.start([*argv, *req.args], child_env)
             child[:] = [owned]
+            for signum in list(stopping):  # a stop that came while it was starting
+                owned.signal(signum)
             status = _wait(owned, timeout)
             # What the request left behind (in its group or not: setsid, double fork) must
             # not run on beside the next request (never two at once).
