@@ -215,7 +215,9 @@ def test_hung_server_mid_run_stops_the_command_with_76(server, lock_name, tmp_pa
     log = tmp_path / "events"
     command = ["sh", "-c", f'trap \'kill $!; echo term >> "{log}"; exit 143\' TERM; '
                            f'echo start >> "{log}"; sleep 60 2>/dev/null & wait']
-    proc = spawn(holder(server, lock_name, "--ttl", "3", "--grace", "5", command=command))
+    # --ttl leaves room for the renewal's timeout and --grace: with less, the keeper's
+    # SIGKILL before the lease runs out comes before the graceful stop (the holder warns).
+    proc = spawn(holder(server, lock_name, "--ttl", "10", "--grace", "5", command=command))
     wait_for(lambda: "start" in lines(log), what="command start")
     server.pause()
     try:

@@ -128,3 +128,37 @@ def test_a_request_past_its_timeout_is_stopped_and_counted_as_a_failure(tmp_path
     assert (summary.failed, summary.exit_code) == (1, 1)
     assert [o for o, _ in log] == ["started", "timeout", "failed"]
     assert s.find(rid).last_status == 124
+
+
+def test_a_helper_in_its_own_session_does_not_run_beside_the_next_request(tmp_path):
+    """The first request starts a helper that leaves its session (setsid) and its process
+    group and beats every 20 ms; the request exits. The helper is gone before the second
+    request starts: its last beat comes before the second request's start."""
+    s = Spool(tmp_path / "q")
+    s.root.mkdir()
+    s.enqueue(("first",))
+    s.enqueue(("second",))
+    beats, second = tmp_path / "beats", tmp_path / "second"
+    helper = f'while :; do date +%s%N >> "{beats}"; sleep 0.02; done'
+    cmd = ("/bin/sh", "-c",
+           f'if [ "$1" = first ]; then setsid sh -c \'{helper}\' & '
+           f'while [ ! -s "{beats}" ]; do sleep 0.02; done; else date +%s%N > "{second}"; fi', "job")
+    assert drain(s, cmd, {"PATH": "/usr/bin:/bin"}, lambda *a: None).done == 2
+    start, last = int(second.read_text()), int(beats.read_text().split()[-1])
+    assert last < start, f"the helper ran {(last - start) / 1e9:.3f}s into the next request"
+
+
+def test_sigterm_reaches_a_helper_in_its_own_session(tmp_path):
+    """SIGTERM to the drainer reaches a helper the request started with setsid too."""
+    s = Spool(tmp_path / "q")
+    s.root.mkdir()
+    s.enqueue()
+    log = tmp_path / "log"
+    drainer_code = DRAINER.replace("exec sleep 600", "setsid sleep 600 & echo $! > \\\"$LOG.helper\\\"; wait")
+    drainer = subprocess.Popen([sys.executable, "-c", drainer_code, str(s.root), str(log)])
+    helper = Path(f"{log}.helper")
+    wait_for(lambda: helper.exists() and helper.read_text().strip())
+    os.kill(drainer.pid, signal.SIGTERM)
+    assert drainer.wait(timeout=120) == 0
+    pid = int(helper.read_text())
+    assert not os.path.exists(f"/proc/{pid}")  # killed and reaped before the drain ended

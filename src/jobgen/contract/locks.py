@@ -285,3 +285,29 @@ def credential_problem(value: str) -> str | None:
     if any(ord(c) < 0x20 or c == "\x7f" for c in source):
         return f"the source {source!r} holds a control character"
     return None
+
+
+# --------------------------------------------------------------------------- Redis keys
+
+# Every jobgen identity on a lock server starts with this (Redis keys, GET_LOCK names,
+# the advisory key's sha256 input), so a jobgen lock never meets an application's own.
+NAMESPACE = "jobgen:"
+# A character no cluster lock name can hold (NAME_RULES): a key with it right after the
+# namespace is bookkeeping, never the lease of any name.
+BOOKKEEPING = "#"
+
+
+@dataclass(frozen=True)
+class RedisKeys:
+    lease: str  # the owner token with its expiry: `jobgen:NAME`, as in every jobgen release
+    fence: str  # the fencing counter: `jobgen:#fence:NAME`, no name's lease
+    legacy_fence: str  # where releases before the `#` layout counted: read once, never written
+
+
+def redis_keys(name: str) -> RedisKeys:
+    """The Redis keys of cluster lock `name`. The lease key is unchanged across releases,
+    so old and new holders always contend on the same key during an upgrade; only the
+    fencing counter moved out of the names' key space (`jobgen:a:fence` was also the lease
+    key of the lock named `a:fence`)."""
+    return RedisKeys(lease=NAMESPACE + name, fence=f"{NAMESPACE}{BOOKKEEPING}fence:{name}",
+                     legacy_fence=f"{NAMESPACE}{name}:fence")

@@ -13,7 +13,14 @@ The holder owns the whole process tree it starts (tree.py): the command runs in 
 process group, the holder is a child subreaper (prctl(2) PR_SET_CHILD_SUBREAPER) so every
 orphaned descendant becomes its child, signals go to every descendant, and the lock is
 released only after the last descendant is gone, so a `sh -c "step1; step2"` wrapper
-cannot leave step1 running under a lock the next holder already has.
+cannot leave step1 running under a lock the next holder already has. A keeper process
+(tree.Lifeline), which neither the holder's stop nor its death reaches, kills the tree if
+the holder dies (even by SIGKILL) and, for a Redis lease, before the lease from the last
+renewal runs out if no later renewal succeeded (a SIGSTOPped or hung holder).
+
+Job control: Ctrl-Z (SIGTSTP, SIGTTIN, SIGTTOU) stops the command's processes, then the
+holder; SIGCONT continues them, unless the Redis lease ran out meanwhile (another holder
+may have the lock): then they are killed where they stand and the holder exits 76.
 
 Signals during start-up: from main()'s first line on, SIGTERM/SIGINT/SIGHUP are recorded,
 never lost: one that arrives before the lock is asked for ends the holder with 128+N and
@@ -198,12 +205,25 @@ class _Interrupted(BaseException):  # not swallowed by any `except Exception`
 
 @dataclass
 class _Child:
-    proc: subprocess.Popen
+    tree: tree.Tree
     exited: bool = False  # waitid saw it exit; its pid is not reused until we reap it
+
+    @property
+    def proc(self) -> subprocess.Popen:
+        return self.tree.proc
 
 
 # Signals after which the command must be gone within --grace (a stop, not a reload).
 STOPPING = (signal.SIGTERM, signal.SIGINT)
+# Job-control stops (Ctrl-Z, a background read or write on the terminal): the command's
+# processes stop with the holder and continue with it, so a stopped holder, which renews
+# nothing, never leaves its command running past the lease.
+JOB_STOPS = (signal.SIGTSTP, signal.SIGTTIN, signal.SIGTTOU)
+# After the server ends a SQL lock session, the keeper kills the command if it still runs
+# --grace + this much later: the holder's own detection (at once: the watcher wakes on the
+# socket) and its SIGKILL come first unless it is stopped or hung.
+KEEPER_SLACK = 1.0
+KEEPER_VERDICT = {"lease-expiring": "lease-lost", "session-ended": "connection-lost"}
 
 
 class Holder:
@@ -221,6 +241,8 @@ class Holder:
         self.gone = threading.Event()  # every descendant has exited
         self.killer: threading.Thread | None = None
         self.lost: str | None = None
+        self.held = None  # the lock, once taken
+        self.stopped = False  # the command's processes were stopped with the holder
 
     # -- outcomes ---------------------------------------------------------------------------
 
@@ -232,6 +254,15 @@ class Holder:
     # -- main line --------------------------------------------------------------------------
 
     def run(self) -> int:
+        saved = {s: signal.signal(s, self._on_job_stop) for s in JOB_STOPS}
+        saved[signal.SIGCONT] = signal.signal(signal.SIGCONT, self._on_continue)
+        try:
+            return self._run()
+        finally:
+            for s, h in saved.items():
+                signal.signal(s, h)
+
+    def _run(self) -> int:
         try:
             target = backends.parse_url(self.args.backend, self.env)
             if self.args.password_file:
@@ -265,8 +296,9 @@ class Holder:
         margin = self.args.ttl - renew_interval(self.args.ttl) - self.args.connect_timeout
         if self.args.grace >= margin:
             log.warning("config-warning name=%s --grace %gs >= --ttl minus the renewal interval "
-                        "and --connect-timeout (%gs): after a lost lease the command may "
-                        "outlive it", self.args.name, self.args.grace, margin)
+                        "and --connect-timeout (%gs): after a failed renewal the command may "
+                        "get SIGKILL before --grace ends (the keeper ends it before the lease runs out)",
+                        self.args.name, self.args.grace, margin)
 
     def _locked_run(self, backend, target: backends.Target, opts: backends.Options) -> int:
         where = target.display()
@@ -299,11 +331,18 @@ class Holder:
         token = f" token={held.token}" if held.token else ""
         log.info("acquired name=%s backend=%s%s waited=%.3fs", self.args.name, where, token, waited)
         lifeline = None
+        self.held = held
         try:
             # After the lock is taken, so the keeper shares the lock session (tree.Lifeline);
-            # before becoming a subreaper, so the keeper is never our child.
-            lifeline = tree.Lifeline()
-            tree.become_subreaper()
+            # before becoming a subreaper (tree.Tree.start), so it is never our child.
+            lifeline = tree.Lifeline(f"jobgen-lock[{self.args.job or self.args.name}]: ")
+            if held.deadline is not None:  # a lease: the keeper enforces it if we cannot
+                lifeline.lease(held.deadline)
+                held.on_deadline = lifeline.lease
+            session = getattr(held, "socket_fd", lambda: None)()
+            if session is not None:  # a SQL session: the keeper notices the server end it
+                lifeline.session(session, self.args.grace + KEEPER_SLACK)
+            tree.become_subreaper()  # here, so a refusal is not taken for the command's
             code = self._run_command(held, lifeline)
         except OSError as e:  # fork or prctl refused: never run the command unowned
             self.phase = "done"
@@ -337,21 +376,23 @@ class Holder:
         if self.pending:  # asked to stop before the command started: do not start it
             self.phase = "done"
             return self._finish_signal(self.pending[0], "before the command started")
+        if self._lease_ran_out():  # the holder was stopped between acquiring and here
+            self.phase = "done"
+            return self._finish("lease-lost", "the lease ran out before the command started; "
+                                              "command not run")
         try:
-            proc = subprocess.Popen(self.command, env=env, preexec_fn=tree.child_setup(self.pid))
+            # The keeper kills the tree if we die: till then the command only freezes.
+            owned = tree.Tree.start(self.command, env, death=signal.SIGSTOP)
         except FileNotFoundError as e:
             self.phase = "done"
             return self._finish("not-found", f"command={self.command[0]!r}: {e.strerror}")
         except OSError as e:
             self.phase = "done"
             return self._finish("not-executable", f"command={self.command[0]!r}: {e.strerror}")
-        try:
-            os.setpgid(proc.pid, proc.pid)  # both sides, so no signal finds it in ours
-        except OSError:
-            pass  # it already did (or already exec'd): either way it leads its own group
+        proc = owned.proc
         lifeline.guard(proc.pid)
         with self.state_lock:
-            self.child = _Child(proc)
+            self.child = _Child(owned)
         self.phase = "running"
         log.info("started name=%s pid=%d command=%s", self.args.name, proc.pid, self.command[0])
         for signum in self.pending:
@@ -359,10 +400,11 @@ class Holder:
         held.watch(self._on_lost)
         t0 = time.monotonic()
         _wait_exited(proc.pid)  # not reaped yet: its pid (= the group id) cannot be reused
+        self._keeper_verdict(lifeline)
         status = proc.wait()
         code = 128 - status if status < 0 else status
         self.phase = "draining"
-        self._drain(proc.pid)
+        self._drain()
         with self.state_lock:
             self.child.exited = True
             lost = self.lost
@@ -374,15 +416,15 @@ class Holder:
             return self._finish(lost, f"command status was {code}")
         return code
 
-    def _drain(self, pid: int) -> None:
+    def _drain(self) -> None:
         """The command has exited: its leftover descendants are stopped (SIGTERM, SIGKILL
         after --grace) and reaped before the lock is released."""
-        left = tree.descendants()
+        left = self.child.tree.members()
         if left:
             log.warning("leftover name=%s processes=%d after the command exited; SIGTERM, "
                         "SIGKILL in %gs", self.args.name, len(left), self.args.grace)
             self._stop_tree(signal.SIGTERM)
-        tree.reap_all()
+        self.child.tree.reap()
 
     # -- signals and loss -------------------------------------------------------------------
 
@@ -412,7 +454,7 @@ class Holder:
             if child is None or child.exited:
                 return False
             # The group id is the command's pid: valid until every member is gone.
-            return tree.signal_tree(child.proc.pid, signum)
+            return child.tree.signal(signum)
 
     def _stop_tree(self, signum: int) -> bool:
         """Send signum to the whole tree now and SIGKILL what is left after --grace."""
@@ -444,6 +486,57 @@ class Holder:
         self._stop_tree(signal.SIGTERM)
         log.error("%s name=%s %s; sent SIGTERM to pid=%d and its processes, SIGKILL in %gs",
                   event, self.args.name, detail, self.child.proc.pid, self.args.grace)
+
+    # -- job control: Ctrl-Z, SIGSTOP ------------------------------------------------------
+
+    def _on_job_stop(self, signum: int, _frame) -> None:
+        """SIGTSTP/SIGTTIN/SIGTTOU: stop the command's processes (SIGSTOP: a command cannot
+        ignore it), then stop the holder itself as the signal's default action would."""
+        if os.getpid() != self.pid:
+            return
+        if self.phase in ("running", "draining") and self._signal_tree(signal.SIGSTOP):
+            self.stopped = True
+            log.info("stopped name=%s signal=%s; the command's processes stop with the holder",
+                     self.args.name, signal.Signals(signum).name)
+        signal.signal(signum, signal.SIG_DFL)
+        try:
+            os.kill(self.pid, signum)  # stops here (unless the kernel discards it: orphaned group)
+        finally:
+            signal.signal(signum, self._on_job_stop)
+        self._on_continue(signal.SIGCONT, None)
+
+    def _on_continue(self, _signum: int, _frame) -> None:
+        """SIGCONT (after Ctrl-Z, or a SIGSTOP nobody can catch): a lease that ran out while
+        the holder was stopped may be another holder's now, so the command's processes are
+        killed where they stand (not continued to run beside it); else they continue."""
+        if os.getpid() != self.pid or self.phase not in ("running", "draining"):
+            return
+        if self._lease_ran_out():
+            with self.state_lock:
+                first = self.lost is None
+                self.lost = self.lost or "lease-lost"
+            if first:
+                log.error("lease-lost name=%s the holder was stopped past its lease; SIGKILL to "
+                          "the command's processes", self.args.name)
+            self._signal_tree(signal.SIGKILL)
+            self._stop_tree(signal.SIGKILL)
+        elif self.stopped:
+            self._signal_tree(signal.SIGCONT)
+            log.info("continued name=%s", self.args.name)
+        self.stopped = False
+
+    def _keeper_verdict(self, lifeline: tree.Lifeline) -> None:
+        """The keeper killed the command (the holder was stopped or hung past the lease or
+        the lock session): the run lost its lock, whatever status the command shows."""
+        why = lifeline.killed()
+        if why is None:
+            return
+        with self.state_lock:
+            self.lost = self.lost or KEEPER_VERDICT[why]
+
+    def _lease_ran_out(self) -> bool:
+        deadline = getattr(self.held, "deadline", None)
+        return deadline is not None and tree.boottime() >= deadline
 
     def _finish_signal(self, signum: int, when: str) -> int:
         code = 128 + signum

@@ -35,7 +35,7 @@ MIN_CHECK_GAP = 0.05  # after a check woken by the socket, so a live session can
 
 # Every lock identity is namespaced so a jobgen lock never collides with an application's
 # own use of the same server (Redis keys, GET_LOCK names, the advisory key input).
-NAMESPACE = "jobgen:"
+NAMESPACE = locks.NAMESPACE
 
 
 # The secrets this process expanded into a Target (a password, and anything a `${VAR}`
@@ -289,6 +289,8 @@ class SessionHeld:
     (None while ours, else (event, detail)) and ``unlock() -> bool``."""
 
     token: str | None = None  # neither server keeps a counter to fence with
+    deadline: float | None = None  # no lease to run out: the lock lasts as long as the session
+    on_deadline = None
 
     def __init__(self, conn, opts: Options) -> None:
         self._conn = conn

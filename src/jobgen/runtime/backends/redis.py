@@ -1,9 +1,10 @@
 """Redis lease: SET NX PX with an owner token, renewal while the command runs,
 compare-and-delete release. Client: redis-py (extra `jobgen[redis]`), imported here only.
 
-Keys: `jobgen:<name>` holds the owner token (128 random bits, hex) with a PX expiry;
-`jobgen:<name>:fence` is INCRemented on every acquisition and its value handed to the
-command as JOBGEN_LOCK_TOKEN, so a downstream store can refuse writes from an older holder.
+Keys (contract.locks.redis_keys): `jobgen:<name>` holds the owner token (128 random bits,
+hex) with a PX expiry; `jobgen:#fence:<name>` is INCRemented on every acquisition and its
+value handed to the command as JOBGEN_LOCK_TOKEN, so a downstream store can refuse writes
+from an older holder. '#' is in no lock name, so no name's lease is another's counter.
 """
 
 from __future__ import annotations
@@ -12,15 +13,37 @@ import random
 import secrets
 import time
 
+from jobgen.contract import locks
+from jobgen.runtime.tree import boottime
 from jobgen.runtime.backends import (AuthFailed, ConfigError, Options, ServerError, Target, Unreachable,
-                             Watcher, describe, namespaced)
+                             Watcher, describe)
 
 # Acquire and fence in one atomic step: a fencing token exists iff the SET succeeded.
+# Everything that can fail is checked before the SET (a script error does not undo the
+# writes before it, so a late failure would leave a lease nobody holds); a lease key that
+# is a list or hash (another tool's, or a jobgen queue's) is an error, not a conflict
+# that would skip every run in silence. A counter left
+# by releases before the `#` layout (KEYS[3], a decimal string: a lease token there has
+# 32 hex digits) seeds the new one, so tokens keep increasing across the upgrade.
 ACQUIRE = """
-if redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
-  return redis.call('incr', KEYS[2])
+local t = redis.call('type', KEYS[1]).ok
+if t ~= 'none' and t ~= 'string' then
+  return redis.error_reply('the lease key ' .. KEYS[1] .. ' holds a ' .. t .. ', not a lease')
 end
-return 0
+local f = redis.call('get', KEYS[2])
+if f and not (string.match(f, '^%d+$') and #f < 19) then
+  return redis.error_reply('the fencing counter ' .. KEYS[2] .. ' holds no counter')
+end
+if not redis.call('set', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then
+  return 0
+end
+if redis.call('type', KEYS[3]).ok == 'string' then
+  local old = redis.call('get', KEYS[3])
+  if string.match(old, '^%d+$') and #old < 19 and tonumber(old) > tonumber(f or '0') then
+    redis.call('set', KEYS[2], old)
+  end
+end
+return redis.call('incr', KEYS[2])
 """
 # Extend only our own lease: after expiry another holder's token is there and must stay.
 RENEW = """
@@ -46,6 +69,14 @@ RENEW_MAX_INTERVAL = 1.0
 
 def renew_interval(ttl: float) -> float:
     return min(ttl / 3, RENEW_MAX_INTERVAL)
+
+
+# The holder's keeper (tree.Lifeline) SIGKILLs the command this long before the lease of
+# the last successful renewal runs out, when no later one succeeded (a stopped or hung
+# holder): time for the keeper to wake and the kill to land. The lease is counted from
+# the moment the renewal was sent, on CLOCK_BOOTTIME (the server set it later, if at all).
+def kill_margin(ttl: float) -> float:
+    return min(ttl / 4, 0.5)
 
 
 # Polling while --wait runs: start fast, back off, add jitter so 50 waiters do not march.
@@ -96,16 +127,21 @@ def _call(fn):
 
 def acquire(target: Target, name: str, opts: Options) -> "Held | None":
     client = _client(target, opts)
-    key = namespaced(name)
-    fence_key = key + ":fence"
+    keys = locks.redis_keys(name)
     owner = secrets.token_hex(16)
     ttl_ms = max(1, int(opts.ttl * 1000))
     deadline = time.monotonic() + opts.wait
     pause = POLL_FIRST
     while True:
-        fence = _call(lambda: client.eval(ACQUIRE, 2, key, fence_key, owner, ttl_ms))
+        sent = boottime()
+        try:
+            fence = _call(lambda: client.eval(ACQUIRE, 3, keys.lease, keys.fence,
+                                              keys.legacy_fence, owner, ttl_ms))
+        except BaseException:
+            client.close()
+            raise
         if fence:
-            return Held(client, key, owner, int(fence), ttl_ms, opts)
+            return Held(client, keys.lease, owner, int(fence), ttl_ms, opts, sent)
         now = time.monotonic()
         if now >= deadline:
             client.close()
@@ -116,8 +152,12 @@ def acquire(target: Target, name: str, opts: Options) -> "Held | None":
 
 class Held:
     def __init__(self, client, key: str, owner: str, fence: int, ttl_ms: int,
-                 opts: Options) -> None:
+                 opts: Options, sent: float) -> None:
         self._client = client
+        # boottime() by which the command must be gone unless a renewal succeeds;
+        # on_deadline(deadline) is told each new one (the holder passes it to its keeper).
+        self.deadline: float | None = self._deadline(sent, ttl_ms)
+        self.on_deadline = None
         self._key = key
         self._owner = owner
         self._ttl_ms = ttl_ms
@@ -125,10 +165,19 @@ class Held:
         self.token: str | None = str(fence)
         self._watcher: Watcher | None = None
 
+    @staticmethod
+    def _deadline(sent: float, ttl_ms: int) -> float:
+        ttl = ttl_ms / 1000
+        return sent + ttl - kill_margin(ttl)
+
     def _renew(self) -> tuple[str, str] | None:
+        sent = boottime()
         ok = _call(lambda: self._client.eval(RENEW, 1, self._key, self._owner, self._ttl_ms))
         if not ok:
             return ("lease-lost", f"key {self._key} no longer holds our token")
+        self.deadline = self._deadline(sent, self._ttl_ms)
+        if self.on_deadline is not None:
+            self.on_deadline(self.deadline)
         return None
 
     def watch(self, lost) -> None:

@@ -21,7 +21,6 @@ tells requests apart.
 
 from __future__ import annotations
 
-import os
 import signal
 import subprocess
 from dataclasses import dataclass
@@ -29,13 +28,14 @@ from typing import Callable, Mapping
 
 from jobgen.contract.outcomes import STOPPED
 from jobgen.contract.policies import TIMEOUT_EXIT
+from jobgen.runtime import tree
 from jobgen.runtime.queue.spool import Request, Spool
 
 Log = Callable[[str, Request | None, str], None]  # (outcome, request, message)
 
 # ``timeout`` bounds each request, as `timeout` bounds each run of any other job (the
 # drain unit itself has none: one drain runs many requests).
-# Signals a stopping drainer passes to the command's process group (systemd stop, Ctrl-C).
+# Signals a stopping drainer passes to the request's whole process tree (systemd stop, Ctrl-C).
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
 
@@ -60,16 +60,15 @@ TIMED_OUT = TIMEOUT_EXIT
 GRACE = 10.0  # seconds between SIGTERM and SIGKILL for a request past its timeout
 
 
-def _wait(proc: subprocess.Popen, timeout: float | None) -> int | None:
+def _wait(owned: tree.Tree, timeout: float | None) -> int | None:
     """The command's status, or None when it ran past ``timeout`` and was stopped."""
+    proc = owned.proc
     try:
         return proc.wait(timeout=timeout)
     except subprocess.TimeoutExpired:
         pass
     for sig, grace in ((signal.SIGTERM, GRACE), (signal.SIGKILL, None)):
-        try:
-            os.killpg(proc.pid, sig)
-        except ProcessLookupError:
+        if not owned.signal(sig):
             break
         try:
             proc.wait(timeout=grace)
@@ -87,15 +86,12 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
         log("recovered", req, f"request {req.id} was left running by a stopped drainer: back to {req.state}")
     counts = {"done": 0, "retry": 0, "failed": 0, STOPPED: 0}
     stopping: list[int] = []
-    child: list[subprocess.Popen] = []
+    child: list[tree.Tree] = []
 
     def forward(signum, _frame) -> None:
         stopping.append(signum)
         if child:
-            try:
-                os.killpg(child[0].pid, signum)
-            except ProcessLookupError:
-                pass
+            child[0].signal(signum)
 
     old = {s: signal.signal(s, forward) for s in FORWARDED}
     try:
@@ -104,20 +100,21 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
             n += 1
             log("started", req, f"request {req.id}: attempt {req.attempts} of {spool.max_attempts}")
             child_env = dict(env) | {"JOBGEN_REQUEST_ID": req.id, "JOBGEN_REQUEST_ATTEMPT": str(req.attempts)}
-            # Its own process group: a stop reaches the command and everything it started.
-            proc = subprocess.Popen([*argv, *req.args], env=child_env, start_new_session=True)
-            child[:] = [proc]
-            status = _wait(proc, timeout)
+            # Owned as `jobgen lock` owns its command (tree.Tree): its own process group, the
+            # drainer a subreaper, so a stop reaches everything the request started.
+            owned = tree.Tree.start([*argv, *req.args], child_env)
+            child[:] = [owned]
+            for signum in list(stopping):  # a stop that came while it was starting
+                owned.signal(signum)
+            status = _wait(owned, timeout)
+            # What the request left behind (in its group or not: setsid, double fork) must
+            # not run on beside the next request (never two at once).
+            owned.kill()
+            owned.reap()
             child.clear()
             if status is None:
                 log("timeout", req, f"request {req.id}: ran past its timeout of {timeout:g}s: stopped (SIGTERM, SIGKILL after {GRACE:g}s)")
                 status = TIMED_OUT
-            # What the command left behind in its group must not run on beside the next
-            # request (never two at once); the unit's cgroup catches what left the group.
-            try:
-                os.killpg(proc.pid, signal.SIGKILL)
-            except (ProcessLookupError, PermissionError):
-                pass
             status = 128 - status if status < 0 else status
             if stopping and status != 0 and hasattr(spool, "put_back"):
                 back = spool.put_back(req)
