@@ -234,14 +234,31 @@ def test_nothing_to_do_and_misuse(tmp_path: Path) -> None:
     for env in ({"SYSTEMD_SCOPE": "user"}, {"SYSTEMD_IN_INITRD": "1"}):
         r, out = run_generator(tmp_path, src, env=env)
         assert (r.returncode, tree(out)) == (0, {})
-    for args in ([], ["--help"], ["a", "b"]):
+    for args in ([], ["a", "b"], ["--bogus"], ["a", "b", "c", "d"], ["--help", "a"]):
         r, _ = run_generator(tmp_path, src, args=args)
-        assert r.returncode == 2 and r.stderr.startswith("usage: jobgen-generator NORMAL_DIR [EARLY_DIR LATE_DIR]")
+        assert (r.returncode, r.stdout) == (2, "") and r.stderr.startswith("usage: jobgen-generator NORMAL_DIR [EARLY_DIR LATE_DIR]")
+    for args in (["--help"], ["-h"]):
+        r, out = run_generator(tmp_path, src, args=args)
+        assert (r.returncode, r.stderr, tree(out)) == (0, "", {})
+        assert r.stdout.startswith("usage: jobgen-generator NORMAL_DIR [EARLY_DIR LATE_DIR]  (systemd.generator(7); ")
     # The one failure: an output folder that cannot be written.
     (tmp_path / "file").write_text("")
     r, _ = run_generator(tmp_path, src, args=[str(tmp_path / "file" / "normal")])
     assert r.returncode == 1
     assert r.stderr.startswith(f"jobgen-generator: cannot write into {tmp_path}/file/normal: ")
+
+
+def test_one_output_folder_or_three(tmp_path: Path) -> None:
+    # systemd.generator(7): generators are called with the normal, early and late folders,
+    # or (systemd-analyze, tests) with the normal one alone; units go to the normal folder.
+    src = manifests(tmp_path / "etc", **{"a.yaml": job("a")})
+    one, out = run_generator(tmp_path, src, args=[str(tmp_path / "normal")])
+    from_one = tree(out)
+    shutil.rmtree(out)
+    three, out = run_generator(tmp_path, src)
+    assert (one.returncode, three.returncode) == (0, 0)
+    assert tree(out) == from_one and "a.timer" in from_one
+    assert not (tmp_path / "early").exists() and not (tmp_path / "late").exists()
 
 
 def test_start_up_imports_no_typer_and_nothing_without_a_manifest(tmp_path: Path) -> None:

@@ -93,6 +93,10 @@ def _run_by_systemd(env: dict[str, str]) -> bool:
 
 
 def run(argv: list[str], env: dict[str, str]) -> int:
+    # systemd passes one folder or three (systemd.generator(7)); a person may ask for help.
+    if argv in (["--help"], ["-h"]):
+        print(USAGE)
+        return 0
     if len(argv) not in (1, 3) or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr)
         return EXIT_INVALID
