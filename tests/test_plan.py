@@ -441,3 +441,58 @@ def test_a_queue_job_whose_timeout_outlasts_its_interval(tmp_path):
         "message": "a run may take 20min (timeout) but elapses can be 15min apart: requests arrive faster than the "
                    "drainer runs them: the queue grows to max_pending, then triggers are handled by on_full (reject or coalesce)",
     }]
+
+
+# ----------------------------------------------------------------------------- what systemd cannot compute
+
+LOOPING = """\
+jobgen: 1
+target: {systemd: '252'}
+jobs:
+  quarterly:
+    command: [/bin/true]
+    schedule: "*-01/5-01 00:00:00"
+    timeout: 1min
+  seventh-hour:
+    command: [/bin/true]
+    schedule: "*-*-* 00/7:00:00"
+    timezone: Europe/Berlin
+    timeout: 1min
+"""
+
+
+def test_plan_says_in_one_line_where_systemd_cannot_compute_the_next_elapse(tmp_path):
+    # systemd-analyze calendar of 252 and 257 fails on both at these very starts
+    # (tests/test_timespec.py holds the starts to the real releases).
+    path = tmp_path / "loops.yaml"
+    path.write_text(LOOPING)
+    for fmt in ("text", "json"):
+        result = _jobgen("plan", str(path), "--local-zone", "Europe/Berlin", "--from", "2026-01-01T00:00:00Z", "--format", fmt)
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == (
+            f"{path}:6:5: error: job 'quarterly': systemd 252 and 257 cannot compute the next elapse of "
+            "OnCalendar=*-01/5-01 00:00:00 in Europe/Berlin (--local-zone) after 2026-10-31 23:00:00 UTC "
+            "(\"Infinite loop in calendar calculation\"); its timer stops there\n"
+        )
+    # In UTC the first is computable; the second carries its own zone.
+    result = _jobgen("plan", str(path), "--job", "seventh-hour", "--from", "2026-03-01T00:00:00Z")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"{path}:10:5: error: job 'seventh-hour': systemd 252 and 257 cannot compute the next elapse of "
+        "OnCalendar=*-*-* 00/7:00:00 Europe/Berlin after 2026-03-28 20:00:00 UTC "
+        "(\"Infinite loop in calendar calculation\"); its timer stops there\n"
+    )
+
+
+def test_check_warns_where_systemd_cannot_compute_the_next_elapse_in_the_zone_named(tmp_path):
+    path = tmp_path / "loops.yaml"
+    path.write_text(LOOPING)
+    result = _jobgen("check", str(path))
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if ": warning: " in line]
+    # Only the expression with a zone: without one it runs in each host's local time.
+    assert warnings == [
+        f"{path}:10:15: warning: job 'seventh-hour': 'schedule': systemd 252 and 257 cannot compute the next elapse of "
+        "'*-*-* 00/7:00:00' in Europe/Berlin after 2026-03-28 20:00:00 UTC (\"Infinite loop in calendar calculation\"): "
+        "the timer stops there and the job runs no more until the timer is started again"
+    ]

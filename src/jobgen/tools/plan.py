@@ -15,12 +15,14 @@ per code.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from jobgen.compiler import load, names, timespec, validate
+from jobgen.compiler.diagnostics import ERROR, Diagnostic
 from jobgen.compiler.model import Job, Manifest
 from jobgen.compiler.plan import DEFER_WINDOW_USEC, Exec, Plan, Raw, UnitFile
 from jobgen.compiler.target import Target
@@ -257,16 +259,41 @@ def report(manifest: Manifest, compiled: Plan, start: datetime, n: int = 5, loca
     if start.tzinfo is None:
         raise ValueError("start must be timezone-aware")
     files = {f.filename: f for f in compiled.files}
-    facts = {job.name: _facts(job, files, start, n, local_zone) for job in manifest.jobs}
+    facts = {}
+    for job in manifest.jobs:
+        with _computable(job):
+            facts[job.name] = _facts(job, files, start, n, local_zone)
     herds = _herds(manifest.jobs, facts, start)
     jobs = []
     for job in manifest.jobs:
         if only is not None and job.name != only:
             continue
         base = facts[job.name]
-        risks = _risks(job, base, start, compiled, herds.get(job.name, ()))
+        with _computable(job):
+            risks = _risks(job, base, start, compiled, herds.get(job.name, ()))
         jobs.append(dataclasses.replace(base, runners=_runners(job, compiled.manifest), risks=tuple(risks)))
     return Report(compiled.manifest, compiled.target.describe(), start, local_zone, tuple(jobs))
+
+
+class Uncomputable(Exception):
+    """A job's elapses cannot be listed: systemd itself cannot compute them (CalendarLoop).
+    `diagnostic` is the one line the CLI shows."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        super().__init__(str(diagnostic))
+        self.diagnostic = diagnostic
+
+
+@contextlib.contextmanager
+def _computable(job: Job):
+    try:
+        yield
+    except timespec.CalendarLoop as loop:
+        where = "" if job.schedule.has_timezone else f" in {loop.zone} (--local-zone)"
+        raise Uncomputable(Diagnostic(job.where("schedule"), ERROR, (
+            f"job '{job.name}': systemd 252 and 257 cannot compute the next elapse of OnCalendar={job.schedule.calendar}"
+            f"{where} after {loop.after:%Y-%m-%d %H:%M:%S} UTC (\"Infinite loop in calendar calculation\"); its timer stops there"
+        ))) from None
 
 
 # --------------------------------------------------------------------------- facts
@@ -564,7 +591,9 @@ def _herds(jobs: tuple[Job, ...], facts: dict[str, JobReport], start: datetime) 
         if job.schedule.kind != "calendar" or f.randomized_delay_usec or f.randomized_offset_usec:
             continue
         cal, _, _ = _calendar(job, f.time_zone or "UTC")
-        for t in cal.next_elapses(start, HERD_SAMPLE):
+        with _computable(job):
+            elapses = cal.next_elapses(start, HERD_SAMPLE)
+        for t in elapses:
             if t - start > HERD_WINDOW:
                 break
             by_second.setdefault(t.replace(microsecond=0), set()).add(job.name)
