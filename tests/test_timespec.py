@@ -620,3 +620,15 @@ def test_a_bound_cut_short_by_the_manifest_is_not_cached(fresh_searches):
     never = parse_calendar("*-02-30 12:00")
     assert timespec.search(never, timespec.Steps(10)).spent == "manifest"
     assert timespec.search(never, timespec.Steps(timespec.MANIFEST_STEPS)).never
+
+
+def test_a_schedule_in_every_zone_is_bounded_too(fresh_searches):
+    # Each new zone costs a scan for its DST changes: charged as steps, so hundreds of zones
+    # in one manifest stop at the manifest's bound like anything else.
+    from zoneinfo import available_timezones
+
+    budget = timespec.Steps(timespec.MANIFEST_STEPS)
+    results = [timespec.search(parse_calendar(f"*-*-* 03:00 {zone}"), budget) for zone in sorted(available_timezones())[:600]]
+    checked = [r for r in results if r.spent is None]
+    assert budget.left == 0 and results[-1].spent == "manifest"
+    assert len(checked) * timespec._ZONE_SCAN_STEPS <= timespec.MANIFEST_STEPS
