@@ -298,27 +298,43 @@ def generate(manifests: list[Path], normal_dir: str, running: int | None, holder
             out.skipped.append(where)
             continue
         out.diagnostics += compiled.notes
-        part = Outcome()
-        for name, data in compiled.units.items():
-            taken[name] = where
-            part.files[name] = data
-            takes_lock = compiled.tmpfiles is not None and name in compiled.jobs
-            part.files[f"{name}.d/{DROPIN}"] = _dropin(source, where, takes_lock)
-            if name in compiled.wanted_by:
-                part.links[f"{compiled.wanted_by[name]}.wants/{name}"] = f"../{name}"
-            if takes_lock:
-                lock_users.append(name)
-        if compiled.tmpfiles is not None:
-            snippets[where] = compiled.tmpfiles
-            joined = [snippets[name] for name in by_name if name in snippets]  # file-name order, always
-            _lock_files(part, joined, len(lock_users), normal_dir, target, tmpfiles)
-        out.files.update(part.files)
-        out.links.update(part.links)
-        if emit is not None:
-            emit(part)
+        try:
+            _hand_over(compiled, where, source, taken, lock_users, snippets, by_name, out, emit,
+                       normal_dir, target, tmpfiles)
+        except DeadlineReached:  # the alarm between compiling and writing: not written
+            out.left = [str(p) for p in manifests[index:]]
+            break
     out.files = dict(sorted(out.files.items()))
     out.links = dict(sorted(out.links.items()))
     return out
+
+
+def _hand_over(compiled: _Compiled, where: str, source: str, taken: dict[str, str], lock_users: list[str],
+               snippets: dict[str, bytes], by_name: list[str], out: Outcome, emit: Callable[[Outcome], None] | None,
+               normal_dir: str, target: Target | None, tmpfiles: str | None) -> None:
+    """One good manifest's files, links and drop-ins, with the lock files of all so far,
+    added to `out` and handed to `emit`."""
+    part = Outcome()
+    for name, data in compiled.units.items():
+        part.files[name] = data
+        takes_lock = compiled.tmpfiles is not None and name in compiled.jobs
+        part.files[f"{name}.d/{DROPIN}"] = _dropin(source, where, takes_lock)
+        if name in compiled.wanted_by:
+            part.links[f"{compiled.wanted_by[name]}.wants/{name}"] = f"../{name}"
+    users = lock_users + [n for n in compiled.units if compiled.tmpfiles is not None and n in compiled.jobs]
+    lines = dict(snippets)
+    if compiled.tmpfiles is not None:
+        lines[where] = compiled.tmpfiles
+        joined = [lines[name] for name in by_name if name in lines]  # file-name order, always
+        _lock_files(part, joined, len(users), normal_dir, target, tmpfiles)
+    if emit is not None:
+        emit(part)
+    # Counted as generated only once written.
+    taken.update(dict.fromkeys(compiled.units, where))
+    lock_users[:] = users
+    snippets.update(lines)
+    out.files.update(part.files)
+    out.links.update(part.links)
 
 
 def _size(path: Path) -> int:
