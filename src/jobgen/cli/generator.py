@@ -147,7 +147,7 @@ def run(argv: list[str], env: dict[str, str]) -> int:
                      f"(systemd allows generators {generator.SYSTEMD_GENERATOR_TIMEOUT_SEC} s); `jobgen check` it, "
                      "then `systemctl daemon-reload`")
     if log.undelivered:
-        # Early boot in a container: no /dev/kmsg, journald not yet started. A unit that
+        # Early boot in a container: no /dev/kmsg, journald not started yet. A unit that
         # prints the lines once the journal runs carries them there instead.
         report = generator.Outcome()
         generator.add_boot_report(report, normal, log.undelivered)
