@@ -217,6 +217,7 @@ def test_hostile_manifests_in_etc_jobgen_do_not_stall_the_boot(systemd_jobgen, t
     binds = [f"--bind-ro={venv}:/opt/jobgen", f"--bind-ro={etc}:/etc/jobgen", f"--bind-ro={gens}:{GENERATOR_LINK.rsplit('/', 1)[0]}"]
     # The boot waits for the generator (up to its 30 s deadline) on a loaded machine.
     monkeypatch.setattr(harness, "BOOT_TIMEOUT", 240.0)
+    monkeypatch.setattr(harness, "HALT_TIMEOUT", 180.0)  # and stopping thousands of timers takes a while too
     c = Container(systemd_jobgen.release, extra_nspawn_args=tuple(binds))
     try:
         c.boot()
