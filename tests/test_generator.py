@@ -13,6 +13,8 @@ import re
 import shutil
 import subprocess
 import sys
+import time
+from datetime import datetime, timezone
 from pathlib import Path
 
 import pytest
@@ -234,14 +236,31 @@ def test_nothing_to_do_and_misuse(tmp_path: Path) -> None:
     for env in ({"SYSTEMD_SCOPE": "user"}, {"SYSTEMD_IN_INITRD": "1"}):
         r, out = run_generator(tmp_path, src, env=env)
         assert (r.returncode, tree(out)) == (0, {})
-    for args in ([], ["--help"], ["a", "b"]):
+    for args in ([], ["a", "b"], ["--bogus"], ["a", "b", "c", "d"], ["--help", "a"]):
         r, _ = run_generator(tmp_path, src, args=args)
-        assert r.returncode == 2 and r.stderr.startswith("usage: jobgen-generator NORMAL_DIR [EARLY_DIR LATE_DIR]")
+        assert (r.returncode, r.stdout) == (2, "") and r.stderr.startswith("usage: jobgen-generator NORMAL_DIR [EARLY_DIR LATE_DIR]")
+    for args in (["--help"], ["-h"]):
+        r, out = run_generator(tmp_path, src, args=args)
+        assert (r.returncode, r.stderr, tree(out)) == (0, "", {})
+        assert r.stdout.startswith("usage: jobgen-generator NORMAL_DIR [EARLY_DIR LATE_DIR]  (systemd.generator(7); ")
     # The one failure: an output folder that cannot be written.
     (tmp_path / "file").write_text("")
     r, _ = run_generator(tmp_path, src, args=[str(tmp_path / "file" / "normal")])
     assert r.returncode == 1
     assert r.stderr.startswith(f"jobgen-generator: cannot write into {tmp_path}/file/normal: ")
+
+
+def test_one_output_folder_or_three(tmp_path: Path) -> None:
+    # systemd.generator(7): generators are called with the normal, early and late folders,
+    # or (systemd-analyze, tests) with the normal one alone; units go to the normal folder.
+    src = manifests(tmp_path / "etc", **{"a.yaml": job("a")})
+    one, out = run_generator(tmp_path, src, args=[str(tmp_path / "normal")])
+    from_one = tree(out)
+    shutil.rmtree(out)
+    three, out = run_generator(tmp_path, src)
+    assert (one.returncode, three.returncode) == (0, 0)
+    assert tree(out) == from_one and "a.timer" in from_one
+    assert not (tmp_path / "early").exists() and not (tmp_path / "late").exists()
 
 
 def test_start_up_imports_no_typer_and_nothing_without_a_manifest(tmp_path: Path) -> None:
@@ -337,3 +356,106 @@ def test_cluster_jobs_run_the_jobgen_installed_beside_the_generator(tmp_path: Pa
     holder = os.path.realpath(GENERATOR.with_name("jobgen"))
     start = next(line for line in (out / "billing.service").read_text().splitlines() if line.startswith("ExecStart="))
     assert start.startswith(f"ExecStart={holder} lock "), start
+
+
+# ----------------------------------------------------------------------------- never stall the boot
+
+def hostile_manifests(folder: Path, never: int, slow_files: int) -> list[str]:
+    """The manifests that stalled the generator before its bounds: `never` calendars that
+    never elapse (Feb 30 on a Monday) in one manifest, `slow_files` manifests of 1,000 valid
+    but slow ones (a Sunday Feb 29 in 2100..2199, Pacific/Apia), and one ordinary manifest
+    (named last, so file-name order alone would reach it last)."""
+
+    def manifest(prefix: str, specs: list[str]) -> str:
+        jobs = "".join(f"  {prefix}-{i}:\n    command: [/bin/true]\n    schedule: \"{s}\"\n    timeout: 1min\n" for i, s in enumerate(specs))
+        return "jobgen: 1\njobs:\n" + jobs
+
+    folder.mkdir(parents=True, exist_ok=True)
+    (folder / "a-never.yaml").write_text(manifest("never", [f"Mon *-02-30 02:{i // 60:02d}:{i % 60:02d} Europe/Berlin" for i in range(never)]))
+    for k in range(slow_files):
+        specs = [f"Sun 2100..2199-02-29 {k:02d}:{i // 60 % 60:02d}:{i % 60:02d} Pacific/Apia" for i in range(1000)]
+        (folder / f"b-slow-{k}.yaml").write_text(manifest(f"slow{k}", specs))
+    (folder / "z-ordinary.yaml").write_text(job("ordinary"))
+    return sorted(p.name for p in folder.iterdir())
+
+
+def test_hostile_manifests_cannot_keep_the_ordinary_one_from_being_generated(tmp_path: Path) -> None:
+    """1,000 never-elapsing calendars and 3,000 slow ones beside one ordinary manifest, with
+    a 10 s deadline. Unbounded, the never-elapsing search alone costs 1,000 searches from
+    1970 to 2199 (measured below per search); bounded, the manifest is refused within its
+    step bound, the ordinary manifest is written, and the run ends by its deadline having
+    reported every manifest it did not finish."""
+    from jobgen.compiler import timespec
+
+    src = tmp_path / "etc"
+    names = hostile_manifests(src, never=1000, slow_files=3)
+    started = time.monotonic()
+    r, out = run_generator(tmp_path, src, env={"JOBGEN_GENERATOR_DEADLINE": "10"})
+    elapsed = time.monotonic() - started
+    # What the unbounded search of the first manifest would have cost on this machine now.
+    probe = [timespec.parse_calendar(f"Mon *-02-30 03:{i:02d}:00 Europe/Berlin") for i in range(20)]
+    t0 = time.monotonic()
+    for cal in probe:
+        assert cal.next_elapses(datetime(1970, 1, 1, tzinfo=timezone.utc), 1) == []
+    unbounded = (time.monotonic() - t0) / len(probe) * 1000
+    print(f"\ngenerator on the hostile set: {elapsed:.1f} s (deadline 10 s); unbounded never-elapses search of "
+          f"a-never.yaml alone: {unbounded:.1f} s")
+    assert r.returncode == 0, r.stderr
+    assert (out / "ordinary.timer").is_file() and (out / "timers.target.wants/ordinary.timer").is_symlink()
+    lines = r.stderr.splitlines()
+    assert f"jobgen-generator: {src}/a-never.yaml skipped: none of its units were generated; fix it, then `systemctl daemon-reload`" in lines
+    assert f"{src}/a-never.yaml:5:15: error: job 'never-0': 'schedule': calendar expression 'Mon *-02-30 02:00:00 Europe/Berlin' " \
+           "never elapses: no date from 1970 to 2199 matches it (systemd would accept it and never run the job)" in lines
+    assert [line for line in lines if "later calendar schedule(s) were not checked" in line][:1] == [
+        next(line for line in lines if line.startswith(f"{src}/a-never.yaml:") and "not checked" in line)]
+    # Every slow manifest was either generated whole or reported as left out.
+    for k in range(3):
+        left = (f"jobgen-generator: {src}/b-slow-{k}.yaml left out: the generator reached its 10 s deadline before this "
+                "manifest was done (systemd allows generators 90 s); `jobgen check` it, then `systemctl daemon-reload`")
+        done = (out / f"slow{k}-999.timer").is_file() and (out / f"slow{k}-0.timer").is_file()
+        assert done != (left in lines), (k, done)
+        if not done:
+            assert not list(out.glob(f"slow{k}-*")), "a manifest left out must leave no units"
+    assert names[-1] == "z-ordinary.yaml"
+    assert elapsed < 10 + 20, f"the generator ran {elapsed:.1f} s past its 10 s deadline"  # generous: a loaded CI machine
+
+
+def test_each_manifest_is_handed_over_as_soon_as_it_compiles_smallest_first(tmp_path: Path) -> None:
+    from jobgen.host import generator
+
+    src = manifests(tmp_path / "etc", **{"a.yaml": SHOP, "b.yaml": job("bee"), "c.yaml": job("sea")})
+    emitted: list[list[str]] = []
+    outcome = generator.generate(generator.discover((str(src),)), str(tmp_path / "normal"), 252,
+                                 emit=lambda part: emitted.append(sorted(part.files)))
+    # b and c are smaller than a; each part carries the shared lock files so far.
+    assert [names[0] for names in emitted] == ["bee.service", "jobgen-locks.service", "export.service"]
+    assert "jobgen/tmpfiles.conf" in emitted[0] and "jobgen/tmpfiles.conf" in emitted[2]
+    # The lock lines stay in file-name order whatever the order of compiling.
+    conf = outcome.files["jobgen/tmpfiles.conf"].decode()
+    assert conf.index("export") < conf.index("bee") < conf.index("sea")
+    assert outcome.left == []
+
+
+def test_past_the_deadline_the_rest_is_left_and_what_was_done_stays(tmp_path: Path, monkeypatch) -> None:
+    from jobgen.host import generator
+
+    src = manifests(tmp_path / "etc", **{"a.yaml": job("a"), "b.yaml": job("bb"), "c.yaml": job("ccc")})
+    found = generator.discover((str(src),))
+    # A clock past the deadline once the first manifest is done.
+    ticks = iter([0.0, 99.0, 99.0])
+    emitted = []
+    outcome = generator.generate(found, str(tmp_path / "normal"), 252, emit=emitted.append, deadline=50.0,
+                                 clock=lambda: next(ticks))
+    assert outcome.left == [f"{src}/b.yaml", f"{src}/c.yaml"]
+    assert len(emitted) == 1 and "a.timer" in emitted[0].files and "bb.timer" not in outcome.files
+    # The alarm interrupting a compilation: that manifest and the rest are left.
+    real = generator._compile
+
+    def interrupted(path, *args):
+        if path.endswith("b.yaml"):
+            raise generator.DeadlineReached()
+        return real(path, *args)
+
+    monkeypatch.setattr(generator, "_compile", interrupted)
+    outcome = generator.generate(found, str(tmp_path / "normal"), 252)
+    assert outcome.left == [f"{src}/b.yaml", f"{src}/c.yaml"] and "a.timer" in outcome.files

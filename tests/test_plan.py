@@ -19,6 +19,7 @@ import pytest
 
 from jobgen.compiler import load, plan as compiler_plan, validate
 from jobgen.compiler.target import parse_target
+from jobgen.contract.policies import DEFAULT_SCOPE, OVERLAP, SCOPES
 from jobgen.runtime.backends.postgres import advisory_key
 from jobgen.tools import plan as tool
 
@@ -362,3 +363,136 @@ def test_an_invalid_manifest_is_reported_like_check():
     case = "tests/errors/calendar-hour-25.yaml"
     assert _jobgen("plan", case).stderr == _jobgen("check", case).stderr
     assert _jobgen("plan", case).returncode == 2
+
+
+# ----------------------------------------------------------------------------- every policy x every scope
+
+_SCOPE_LOCK = {  # a lock of each scope, as a manifest names it
+    "unit": "unit",
+    "host": "{scope: host, name: shop-export}",
+    "cluster": "{scope: cluster, name: 'shop:export', backend: 'postgresql://db.internal/locks'}",
+}
+
+
+@pytest.mark.parametrize("scope", [*sorted(SCOPES), None])  # None: no `lock:` key
+@pytest.mark.parametrize("policy", sorted(OVERLAP))
+def test_plan_answers_for_every_policy_and_scope(tmp_path, policy, scope):
+    """What plan says per policy and scope is a column of contract/policies.py: a policy or
+    scope added without its answers fails here (or at import), never with a traceback."""
+    assert set(_SCOPE_LOCK) == set(SCOPES), "a new scope needs a lock here"
+    wait = "wait_timeout: 2min\n" if OVERLAP[policy].waits else ""
+    lock = f"lock: {_SCOPE_LOCK[scope]}" if scope else ""
+    body = f"""\
+        jobgen: 1
+        target: {{systemd: '252'}}
+        jobs:
+          slow:
+            command: [/bin/true]
+            schedule: "*:0/5"
+            overlap: {policy}
+            {lock}
+            timeout: 20min
+            {wait}
+          hung:
+            command: [/bin/true]
+            schedule: {{every: 5min}}
+            overlap: {policy}
+            {lock}
+            {wait}
+    """
+    path = tmp_path / "jobs.yaml"
+    path.write_text(textwrap.dedent(body))
+    check = _jobgen("check", str(path))
+    text = _jobgen("plan", str(path), "--from", "2026-03-01T00:00:00Z")
+    as_json = _jobgen("plan", str(path), "--from", "2026-03-01T00:00:00Z", "--format", "json")
+    if check.returncode != 0:  # a combination the validator refuses (allow takes no lock, unit cannot wait...)
+        assert (text.returncode, text.stderr, text.stdout) == (2, check.stderr, "")
+        check_json = _jobgen("check", str(path), "--format", "json")
+        assert (as_json.returncode, as_json.stdout) == (2, check_json.stdout)
+        return
+    assert (text.returncode, text.stderr) == (0, ""), text.stderr
+    assert (as_json.returncode, as_json.stderr) == (0, ""), as_json.stderr
+    doc = json.loads(as_json.stdout)
+    jsonschema.validate(doc, tool.JSON_SCHEMA, format_checker=jsonschema.FormatChecker())
+    slow = next(j for j in doc["jobs"] if j["name"] == "slow")
+    assert slow["overlap"] == policy
+    overrun = next(r["message"] for r in slow["risks"] if r["code"] == "timeout-exceeds-interval")
+    assert OVERLAP[policy].overrun_consequence and overrun.endswith(OVERLAP[policy].overrun_consequence)
+    assert f"  warning   timeout-exceeds-interval: {overrun}" in text.stdout.splitlines()
+    guards = {r["path"]: r["guarded"] for r in slow["runners"]}
+    if not OVERLAP[policy].locks:
+        assert slow["lock"] is None and not any(guards.values())
+        assert f"  lock      none (overlap: {policy})" in text.stdout.splitlines()
+        return
+    kind = SCOPES[scope or DEFAULT_SCOPE]
+    assert slow["lock"]["scope"] == kind.name
+    assert guards == {"timer": True, "systemctl": True, "jobgen-run": kind.covers_manual_run, "other-hosts": kind.covers_other_hosts}
+
+
+def test_a_queue_job_whose_timeout_outlasts_its_interval(tmp_path):
+    # examples/queue.yaml with a 20min timeout on its 15min schedule: requests pile up.
+    path = tmp_path / "queue.yaml"
+    path.write_text((ROOT / "examples/queue.yaml").read_text().replace("timeout: 10min", "timeout: 20min"))
+    result = _jobgen("plan", str(path), "--from", "2026-03-01T00:00:00Z", "--format", "json")
+    assert result.returncode == 0, result.stderr
+    (job,) = json.loads(result.stdout)["jobs"]
+    assert [r for r in job["risks"] if r["code"] == "timeout-exceeds-interval"] == [{
+        "code": "timeout-exceeds-interval", "severity": "warning",
+        "message": "a run may take 20min (timeout) but elapses can be 15min apart: requests arrive faster than the "
+                   "drainer runs them: the queue grows to max_pending, then triggers are handled by on_full (reject or coalesce)",
+    }]
+
+
+# ----------------------------------------------------------------------------- what systemd cannot compute
+
+LOOPING = """\
+jobgen: 1
+target: {systemd: '252'}
+jobs:
+  quarterly:
+    command: [/bin/true]
+    schedule: "*-01/5-01 00:00:00"
+    timeout: 1min
+  seventh-hour:
+    command: [/bin/true]
+    schedule: "*-*-* 00/7:00:00"
+    timezone: Europe/Berlin
+    timeout: 1min
+"""
+
+
+def test_plan_says_in_one_line_where_systemd_cannot_compute_the_next_elapse(tmp_path):
+    # systemd-analyze calendar of 252 and 257 fails on both at these very starts
+    # (tests/test_timespec.py holds the starts to the real releases).
+    path = tmp_path / "loops.yaml"
+    path.write_text(LOOPING)
+    for fmt in ("text", "json"):
+        result = _jobgen("plan", str(path), "--local-zone", "Europe/Berlin", "--from", "2026-01-01T00:00:00Z", "--format", fmt)
+        assert (result.returncode, result.stdout) == (2, "")
+        assert result.stderr == (
+            f"{path}:6:5: error: job 'quarterly': systemd 252 and 257 cannot compute the next elapse of "
+            "OnCalendar=*-01/5-01 00:00:00 in Europe/Berlin (--local-zone) after 2026-10-31 23:00:00 UTC "
+            "(\"Infinite loop in calendar calculation\"); its timer stops there\n"
+        )
+    # In UTC the first is computable; the second carries its own zone.
+    result = _jobgen("plan", str(path), "--job", "seventh-hour", "--from", "2026-03-01T00:00:00Z")
+    assert (result.returncode, result.stdout) == (2, "")
+    assert result.stderr == (
+        f"{path}:10:5: error: job 'seventh-hour': systemd 252 and 257 cannot compute the next elapse of "
+        "OnCalendar=*-*-* 00/7:00:00 Europe/Berlin after 2026-03-28 20:00:00 UTC "
+        "(\"Infinite loop in calendar calculation\"); its timer stops there\n"
+    )
+
+
+def test_check_warns_where_systemd_cannot_compute_the_next_elapse_in_the_zone_named(tmp_path):
+    path = tmp_path / "loops.yaml"
+    path.write_text(LOOPING)
+    result = _jobgen("check", str(path))
+    assert result.returncode == 0, result.stderr
+    warnings = [line for line in result.stderr.splitlines() if ": warning: " in line]
+    # Only the expression with a zone: without one it runs in each host's local time.
+    assert warnings == [
+        f"{path}:10:15: warning: job 'seventh-hour': 'schedule': systemd 252 and 257 cannot compute the next elapse of "
+        "'*-*-* 00/7:00:00' in Europe/Berlin after 2026-03-28 20:00:00 UTC (\"Infinite loop in calendar calculation\"): "
+        "the timer stops there and the job runs no more until the timer is started again"
+    ]

@@ -553,3 +553,82 @@ calendar_specs = st.one_of(
 @given(st.lists(calendar_specs, min_size=25, max_size=25))
 def test_random_calendar_specs_agree_with_systemd(specs):
     assert [jobgen_calendar(s) for s in specs] == systemd_calendar(tuple(specs))
+
+
+# ----------------------------------------------------------------------------- bounded search
+# What `jobgen check` and jobgen-generator ask of an expression, under jobgen's bounds
+# (timespec.search): one behaviour per row, then the loops held to real systemd-analyze.
+
+from jobgen.compiler import timespec  # noqa: E402
+from support import sdanalyze  # noqa: E402
+
+
+@pytest.fixture(autouse=False)
+def fresh_searches(monkeypatch):
+    monkeypatch.setattr(timespec, "_SEARCHES", {})
+
+
+@pytest.mark.parametrize(("spec", "never", "loop_after"), [
+    ("daily", False, None),
+    ("*-*-* 02:30 Europe/Berlin", False, None),  # a DST gap: skipped, but computable
+    ("*-02-30 12:00", True, None),  # no year has Feb 30
+    ("Mon *-02-30 02:13:07 Europe/Berlin", True, None),
+    ("Sun 2100..2199-02-29 03:04:05 Pacific/Apia", False, None),  # slow, but it elapses (2128)
+    # systemd 252 and 257 give up on these from the very starts listed (held to them below).
+    ("*-01/5-01 00:00:00 Europe/Berlin", False, datetime(2026, 11, 1, tzinfo=timezone.utc)),
+    ("*-*-* 00/7:00:00 Europe/Berlin", False, datetime(2026, 3, 28, 20, tzinfo=timezone.utc)),
+])  # fmt: skip
+def test_search_finds_never_and_loops(fresh_searches, spec, never, loop_after):
+    found = timespec.search(parse_calendar(spec), timespec.Steps(timespec.MANIFEST_STEPS))
+    assert (found.never, found.loop and found.loop.after, found.spent) == (never, loop_after, None)
+    assert 0 < found.steps <= timespec.EXPRESSION_STEPS
+
+
+@pytest.mark.parametrize("major", [252, 257])
+def test_where_search_reports_a_loop_real_systemd_gives_up_too(major):
+    analyzer = sdanalyze.versioned_analyzer(major)
+    if analyzer is None:
+        pytest.skip(sdanalyze.missing_reason(major))
+    for spec in ("*-01/5-01 00:00:00 Europe/Berlin", "*-*-* 00/7:00:00 Europe/Berlin"):
+        loop = timespec.search(parse_calendar(spec), timespec.Steps(timespec.MANIFEST_STEPS)).loop
+        real = analyzer.calendar(spec, f"{loop.after:%Y-%m-%d %H:%M:%S} UTC", 1)
+        assert (real.ok, real.error) == (False, f"Failed to determine next elapse for '{spec}': Resource deadlock avoided")
+        with pytest.raises(timespec.CalendarLoop):
+            parse_calendar(spec).next_elapses(loop.after, 1)
+
+
+def test_an_expression_past_its_bound_is_left_unchecked(fresh_searches, monkeypatch):
+    monkeypatch.setattr(timespec, "EXPRESSION_STEPS", 100)
+    found = timespec.search(parse_calendar("Mon *-02-30 02:13:07 Europe/Berlin"), timespec.Steps(10_000))
+    assert (found.never, found.loop, found.spent, found.steps) == (False, None, "expression", 100)
+
+
+def test_a_manifest_bound_is_shared_and_cached_results_are_still_charged(fresh_searches):
+    never = parse_calendar("*-02-30 12:00")
+    cost = timespec.search(never, timespec.Steps(timespec.MANIFEST_STEPS)).steps
+    # A second manifest that can afford it once gets the cached answer, charged in full...
+    budget = timespec.Steps(cost + cost // 2)
+    assert timespec.search(never, budget).never and budget.left == cost // 2
+    # ...and is told "not checked" the second time, as if it had searched itself.
+    assert timespec.search(never, budget).spent == "manifest" and budget.left == 0
+    # Nothing is searched once the manifest's bound is spent.
+    other = parse_calendar("*-04-31 12:00")
+    assert timespec.search(other, budget).spent == "manifest" and "*-04-31 12:00:00" not in timespec._SEARCHES
+
+
+def test_a_bound_cut_short_by_the_manifest_is_not_cached(fresh_searches):
+    never = parse_calendar("*-02-30 12:00")
+    assert timespec.search(never, timespec.Steps(10)).spent == "manifest"
+    assert timespec.search(never, timespec.Steps(timespec.MANIFEST_STEPS)).never
+
+
+def test_a_schedule_in_every_zone_is_bounded_too(fresh_searches):
+    # Each new zone costs a scan for its DST changes: charged as steps, so hundreds of zones
+    # in one manifest stop at the manifest's bound like anything else.
+    from zoneinfo import available_timezones
+
+    budget = timespec.Steps(timespec.MANIFEST_STEPS)
+    results = [timespec.search(parse_calendar(f"*-*-* 03:00 {zone}"), budget) for zone in sorted(available_timezones())[:600]]
+    checked = [r for r in results if r.spent is None]
+    assert budget.left == 0 and results[-1].spent == "manifest"
+    assert len(checked) * timespec._ZONE_SCAN_STEPS <= timespec.MANIFEST_STEPS

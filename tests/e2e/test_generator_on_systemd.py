@@ -194,3 +194,67 @@ def test_at_boot_the_generated_timer_starts_by_itself_and_runs(systemd_jobgen, t
         ], format_journal(c.journal("-b"))
     finally:
         c.halt()
+
+
+def test_hostile_manifests_in_etc_jobgen_do_not_stall_the_boot(systemd_jobgen, tmp_path, monkeypatch):
+    """1,000 never-elapsing calendars and 3,000 slow ones in /etc/jobgen beside an ordinary
+    manifest (tests/test_generator.py hostile_manifests: unbounded, the first manifest's
+    search alone took longer than the 30 s deadline on this machine). The generator keeps to
+    its own deadline at boot and at daemon-reload: the boot reaches multi-user.target, the
+    ordinary timer is active, and every manifest not generated is reported in the journal."""
+    import container as harness
+    from test_generator import hostile_manifests
+
+    venv = tmp_path / "opt-jobgen"
+    venv.mkdir()
+    data = systemd_jobgen.run("tar", "-C", "/opt/jobgen", "-c", ".", binary=True).stdout
+    tarfile.open(fileobj=io.BytesIO(data)).extractall(venv)
+    etc = tmp_path / "etc-jobgen"
+    hostile_manifests(etc, never=1000, slow_files=3)
+    gens = tmp_path / "generators"
+    gens.mkdir()
+    (gens / "jobgen-generator").symlink_to("/opt/jobgen/bin/jobgen-generator")
+    binds = [f"--bind-ro={venv}:/opt/jobgen", f"--bind-ro={etc}:/etc/jobgen", f"--bind-ro={gens}:{GENERATOR_LINK.rsplit('/', 1)[0]}"]
+    # The boot waits for the generator (up to its 30 s deadline) on a loaded machine.
+    monkeypatch.setattr(harness, "BOOT_TIMEOUT", 240.0)
+    monkeypatch.setattr(harness, "HALT_TIMEOUT", 180.0)  # and stopping thousands of timers takes a while too
+    c = Container(systemd_jobgen.release, extra_nspawn_args=tuple(binds))
+    try:
+        c.boot()
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    try:
+        assert c.systemctl("is-active", "multi-user.target", check=False).stdout.strip() == "active"
+        timer = _show(c, "ordinary.timer", "ActiveState", "FragmentPath")
+        assert timer == {"ActiveState": "active", "FragmentPath": "/run/systemd/generator/ordinary.timer"}, timer
+        assert _show(c, "never-0.timer", "LoadState")["LoadState"] == "not-found"
+        _all_reported(c, "/etc/jobgen", "at boot")
+        # The generator alone, by hand in the booted container, into a scratch folder.
+        started = time.monotonic()
+        by_hand = c.run("/usr/bin/env", "JOBGEN_MANIFEST_DIRS=/etc/jobgen", "/opt/jobgen/bin/jobgen-generator", "/tmp/by-hand",
+                        check=False, timeout=120)
+        generator_seconds = time.monotonic() - started
+        assert by_hand.returncode == 0, by_hand.stderr[-2000:]
+        assert c.run("test", "-f", "/tmp/by-hand/ordinary.timer", check=False).returncode == 0
+        # And at daemon-reload (systemd waits for generators here too): timed.
+        started = time.monotonic()
+        c.systemctl("daemon-reload", timeout=300)
+        reload_seconds = time.monotonic() - started
+        print(f"\nsystemd {c.release}: boot with the hostile manifests {c.boot_seconds:.1f} s, daemon-reload {reload_seconds:.1f} s, "
+              f"the generator by hand {generator_seconds:.1f} s (its deadline 30 s)")
+        assert _show(c, "ordinary.timer", "ActiveState")["ActiveState"] == "active"
+        _all_reported(c, "/etc/jobgen", "after daemon-reload")
+    finally:
+        c.halt()
+
+
+def _all_reported(c, folder: str, when: str) -> None:
+    """Each slow manifest is generated whole or named in the journal as left out; the
+    never-elapsing one is skipped with its errors."""
+    lines = [e.get("MESSAGE", "") for e in c.journal(f"SYSLOG_IDENTIFIER={IDENT}")]
+    assert f"{IDENT}: {folder}/a-never.yaml skipped: none of its units were generated; fix it, then `systemctl daemon-reload`" in lines, \
+        (when, lines[-20:])
+    for k in range(3):
+        loaded = _show(c, f"slow{k}-999.timer", "LoadState")["LoadState"] == "loaded"
+        left = any(m.startswith(f"{IDENT}: {folder}/b-slow-{k}.yaml left out: the generator reached its 30 s deadline") for m in lines)
+        assert loaded or left, (when, k, lines[-20:])

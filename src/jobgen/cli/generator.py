@@ -20,15 +20,27 @@ problem is written:
   the journal at boot (host/generator.py add_boot_report).
 Exit 0 unless the output folder cannot be written: a bad manifest is reported and
 skipped, never a failed generator.
+
+It never stalls the boot: each manifest's units are written as soon as it compiles, and
+at its deadline (host/generator.py DEADLINE_SEC, a third of the 90 s systemd gives all
+generators) an alarm stops the compilation in progress; the manifests not reached are
+reported like a skipped one, and what was written stays.
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import signal
 import sys
+import time
 
 from jobgen.cli.exits import EXIT_INVALID
+
+# The deadline counts from here (as early as the program can read a clock), and compiling
+# stops REPORT_MARGIN before it, so the report and the exit fit inside it too.
+_STARTED = time.monotonic()
+REPORT_MARGIN = 0.1  # of the deadline
 
 IDENT = "jobgen-generator"
 # The one failure systemd hears about ("... failed with exit status 1" in the boot log):
@@ -93,6 +105,10 @@ def _run_by_systemd(env: dict[str, str]) -> bool:
 
 
 def run(argv: list[str], env: dict[str, str]) -> int:
+    # systemd passes one folder or three (systemd.generator(7)); a person may ask for help.
+    if argv in (["--help"], ["-h"]):
+        print(USAGE)
+        return 0
     if len(argv) not in (1, 3) or argv[0].startswith("-"):
         print(USAGE, file=sys.stderr)
         return EXIT_INVALID
@@ -106,23 +122,85 @@ def run(argv: list[str], env: dict[str, str]) -> int:
         return 0
     log = Log(env)
     normal = argv[0]
+    seconds = _deadline(env)
+    alarm = _Alarm(seconds)
     running, _ = generator.running_systemd()
-    outcome = generator.generate(manifests, normal, running, holder=generator.sibling_holder(sys.argv[0]))
+
+    def emit(part: generator.Outcome) -> None:
+        with alarm.held():  # a manifest's units are written whole, never cut by the alarm
+            generator.write(normal, part)
+
+    try:
+        with alarm:
+            outcome = generator.generate(manifests, normal, running, holder=generator.sibling_holder(sys.argv[0]),
+                                         emit=emit, deadline=alarm.deadline)
+    except OSError as exc:
+        log("error", f"{IDENT}: cannot write into {normal}: {exc}")
+        return EXIT_CANNOT_WRITE
     for d in outcome.diagnostics:
         if d.severity in SHOWN:
             log(d.severity, str(d))
     for path in outcome.skipped:
         log("error", f"{IDENT}: {path} skipped: none of its units were generated; fix it, then `systemctl daemon-reload`")
+    for path in outcome.left:
+        log("error", f"{IDENT}: {path} left out: the generator reached its {seconds:g} s deadline before this manifest was done "
+                     f"(systemd allows generators {generator.SYSTEMD_GENERATOR_TIMEOUT_SEC} s); `jobgen check` it, "
+                     "then `systemctl daemon-reload`")
     if log.undelivered:
         # Early boot in a container: no /dev/kmsg, journald not started yet. A unit that
         # prints the lines once the journal runs carries them there instead.
-        generator.add_boot_report(outcome, normal, log.undelivered)
-    try:
-        generator.write(normal, outcome)
-    except OSError as exc:
-        log("error", f"{IDENT}: cannot write into {normal}: {exc}")
-        return EXIT_CANNOT_WRITE
+        report = generator.Outcome()
+        generator.add_boot_report(report, normal, log.undelivered)
+        try:
+            generator.write(normal, report)
+        except OSError as exc:
+            log("error", f"{IDENT}: cannot write into {normal}: {exc}")
+            return EXIT_CANNOT_WRITE
     return 0
+
+
+def _deadline(env: dict[str, str]) -> float:
+    from jobgen.host import generator
+
+    try:
+        seconds = float(env.get(generator.DEADLINE_ENV, ""))
+    except ValueError:
+        return generator.DEADLINE_SEC
+    return seconds if 0 < seconds < generator.SYSTEMD_GENERATOR_TIMEOUT_SEC else generator.DEADLINE_SEC
+
+
+class _Alarm:
+    """SIGALRM at the deadline raises DeadlineReached into the compilation in progress,
+    except while a manifest's units are being written (held): then generate() sees the
+    deadline passed before the next manifest."""
+
+    def __init__(self, seconds: float):
+        self.seconds = seconds
+        self.deadline = _STARTED + seconds * (1 - REPORT_MARGIN)
+        self._held = False
+
+    def _ring(self, signum, frame) -> None:
+        from jobgen.host import generator
+
+        if not self._held:
+            raise generator.DeadlineReached()
+
+    def __enter__(self) -> _Alarm:
+        self._previous = signal.signal(signal.SIGALRM, self._ring)
+        signal.setitimer(signal.ITIMER_REAL, max(self.deadline - time.monotonic(), 0.001))
+        return self
+
+    def __exit__(self, *exc) -> None:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, self._previous)
+
+    @contextlib.contextmanager
+    def held(self):
+        self._held = True
+        try:
+            yield
+        finally:
+            self._held = False
 
 
 def main() -> None:

@@ -50,7 +50,11 @@ def register(app: typer.Typer) -> None:
         if job is not None and job not in {j.name for j in model.jobs}:
             err(f"jobgen: error: {manifest}: no job '{job}'; jobs: {', '.join(j.name for j in model.jobs) or 'none'}")
             raise typer.Exit(EXIT_INVALID)
-        report = tool.report(model, result.plan, when, next_, local_zone, job)
+        try:
+            report = tool.report(model, result.plan, when, next_, local_zone, job)
+        except tool.Uncomputable as exc:
+            err(str(exc.diagnostic))
+            raise typer.Exit(EXIT_INVALID) from None
         if fmt == Format.json:
             emit_json(report.as_json())
         else:

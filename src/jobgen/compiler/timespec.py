@@ -26,6 +26,8 @@ Known, deliberate differences from a real systemd:
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
@@ -33,11 +35,16 @@ from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
 
 __all__ = [
     "USEC_INFINITY",
+    "BudgetSpent",
     "Calendar",
+    "CalendarLoop",
     "Component",
+    "Search",
+    "Steps",
     "format_timespan",
     "parse_calendar",
     "parse_timespan",
+    "search",
     "seconds_ceiling",
     "timezone_is_valid",
 ]
@@ -388,7 +395,8 @@ class Calendar:
             out.append(" " + self.timezone)
         return "".join(out)
 
-    def next_elapses(self, after: datetime, n: int = 1, *, new_year_fix: bool = False) -> list[datetime]:
+    def next_elapses(self, after: datetime, n: int = 1, *, new_year_fix: bool = False,
+                     budget: Steps | None = None) -> list[datetime]:
         """The next `n` elapses strictly after `after` (timezone-aware), as UTC datetimes.
 
         A port of systemd's find_next() (calendarspec.c): each result is the first elapse after
@@ -402,6 +410,9 @@ class Calendar:
 
         new_year_fix: follow systemd with PR #40266 (see _within_bounds): Debian's 257.13 and
         newer upstream releases; without it, systemd 252 and older 257 point releases.
+
+        Raises CalendarLoop where systemd's find_next() gives up (as 252 and 257 do), and
+        BudgetSpent when `budget` runs out first (jobgen's own bound, see search()).
         """
         if after.tzinfo is None:
             raise ValueError("next_elapses needs a timezone-aware datetime")
@@ -409,7 +420,7 @@ class Calendar:
         usec = (after - _EPOCH) // timedelta(microseconds=1)
         result = []
         for _ in range(n):
-            nxt = _next_usec(self, zone, usec, new_year_fix)
+            nxt = _next_usec(self, zone, usec, new_year_fix, budget)
             if nxt is None:
                 break
             result.append(_EPOCH + timedelta(microseconds=nxt))
@@ -993,8 +1004,10 @@ def _matches_weekday(bits: int, tm: _Tm, zone) -> bool:
     return bool(bits & (1 << ((t.wday + 6) % 7)))
 
 
-def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int, new_year_fix: bool = False) -> tuple[_Tm, int] | None:
-    """find_next(), step for step; None means 'never'."""
+def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int, new_year_fix: bool = False,
+               budget: Steps | None = None) -> tuple[_Tm, int] | None | object:
+    """find_next(), step for step; None means 'never', _LOOP that it gave up after
+    MAX_CALENDAR_ITERATIONS (calendarspec.c: "Infinite loop in calendar calculation")."""
     c = tm.copy()
 
     def reset(*fields: str) -> None:
@@ -1004,6 +1017,8 @@ def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int, new_year_fix: bool = 
         tm_usec = 0
 
     for _ in range(_MAX_ITERATIONS):
+        if budget is not None:
+            budget.spend()
         _mktime(c, zone)
         c.isdst = -1  # find_next(): c.tm_isdst = spec->dst, which is -1 for every spec jobgen accepts
 
@@ -1073,17 +1088,170 @@ def _find_next(cal: Calendar, zone, tm: _Tm, tm_usec: int, new_year_fix: bool = 
             continue
 
         return c, tm_usec
-    raise ValueError(f"calendar calculation does not converge for {cal.normalized!r}")
+    return _LOOP  # the caller raises CalendarLoop: it knows the start
 
 
-def _next_usec(cal: Calendar, zone, usec: int, new_year_fix: bool = False) -> int | None:
+def _next_usec(cal: Calendar, zone, usec: int, new_year_fix: bool = False, budget: Steps | None = None) -> int | None:
     """calendar_spec_next_usec_impl(): the first elapse strictly after `usec`."""
+    start = usec
     usec += 1
     zone = _Local(zone) if zone is not None else None
     tm = _Tm()
     tm.set_from(usec // USEC_PER_SEC, zone)
-    found = _find_next(cal, zone, tm, usec % USEC_PER_SEC, new_year_fix)
+    found = _find_next(cal, zone, tm, usec % USEC_PER_SEC, new_year_fix, budget)
+    if found is _LOOP:
+        raise CalendarLoop(cal, _EPOCH + timedelta(microseconds=start))
     if found is None:
         return None
     tm, tm_usec = found
     return _mktime(tm, zone) * USEC_PER_SEC + tm_usec
+
+
+# ---------------------------------------------------------------------------------------------
+# Bounded search — what `jobgen check` and jobgen-generator ask of an expression
+# ---------------------------------------------------------------------------------------------
+
+_LOOP = object()
+
+
+class CalendarLoop(ValueError):
+    """systemd's find_next() gives up on this expression from this start: after
+    MAX_CALENDAR_ITERATIONS (1000) steps it logs "Infinite loop in calendar calculation" and
+    returns -EDEADLK (calendarspec.c, the same in 252 and 257; `systemd-analyze calendar`
+    prints "Failed to determine next elapse ...: Resource deadlock avoided"). The timer
+    skips the expression (timer.c timer_enter_waiting()), so a timer with no other
+    expression stops ("Timer is elapsed") and the job runs no more until it is started
+    again."""
+
+    def __init__(self, cal: Calendar, after: datetime):
+        super().__init__(f"calendar calculation does not converge for {cal.normalized!r} after {after:%Y-%m-%d %H:%M:%S} UTC")
+        self.normalized = cal.normalized
+        self.zone = "UTC" if cal.utc or cal.timezone is None else cal.timezone
+        self.after = after
+
+
+class BudgetSpent(Exception):
+    """jobgen's own bound on find_next() steps ran out (not systemd's)."""
+
+
+class Steps:
+    """find_next() loop iterations jobgen may still spend. A count, not a clock, so what a
+    manifest is told never depends on how loaded the machine is."""
+
+    __slots__ = ("left",)
+
+    def __init__(self, left: int):
+        self.left = left
+
+    def spend(self, n: int = 1) -> None:
+        if self.left < n:
+            self.left = 0
+            raise BudgetSpent()
+        self.left -= n
+
+
+# Bounds of search(). Measured on a loaded 2-core machine: one step costs 30-350 µs (most
+# in zoneinfo conversions), so an expression costs at most ~1 s and a manifest at most
+# ~7 s however many schedules it has. An ordinary expression needs 4-100 steps; one that
+# never elapses up to 1,000 (find_next()'s own bound, one call from 1970 to 2199); a loop
+# that systemd gives up on, 1,000 and some.
+EXPRESSION_STEPS = 3_000
+MANIFEST_STEPS = 20_000
+# Where search() looks for starts at which find_next() gives up: this year's month starts
+# and DST changes, the places such loops were seen (252 and 257: '*-01/5-01 00:00:00
+# Europe/Berlin' after 2026-01-01, '*-*-* 00/7:00:00 Europe/Berlin' after 2026-03-28 19:00 UTC).
+PROBE_FROM = datetime(2026, 1, 1, tzinfo=timezone.utc)
+PROBE_UNTIL = datetime(2027, 1, 1, tzinfo=timezone.utc)
+_PROBE_WALK = 8  # elapses followed across a DST change from a day before it
+
+
+@dataclass(frozen=True)
+class Search:
+    """What search() found out about one expression."""
+
+    never: bool = False  # no elapse from MIN_YEAR to MAX_YEAR (checked from 1970)
+    loop: CalendarLoop | None = None  # a start from which systemd's find_next() gives up
+    spent: str | None = None  # "expression" | "manifest": the bound that ran out first
+    steps: int = 0
+
+
+# Results by normalised text, shared by every manifest of one process (the generator reads
+# many): a repeated expression costs its steps once in time, but is still charged them
+# against each manifest's bound, so what a manifest is told does not depend on the others.
+_SEARCHES: dict[str, Search] = {}
+
+
+def search(cal: Calendar, budget: Steps) -> Search:
+    """Whether `cal` ever elapses and whether systemd can compute it at PROBE_FROM's month
+    starts and DST changes, within EXPRESSION_STEPS and what `budget` has left (charged)."""
+    known = _SEARCHES.get(cal.normalized)
+    if known is None:
+        limit = min(EXPRESSION_STEPS, budget.left)
+        known = _search(cal, limit)
+        if known.spent is not None and limit < EXPRESSION_STEPS:
+            budget.left = 0
+            return dataclasses.replace(known, spent="manifest")
+        _SEARCHES[cal.normalized] = known
+    if known.steps > budget.left:
+        budget.left = 0
+        return Search(spent="manifest", steps=known.steps)
+    budget.left -= known.steps
+    return known
+
+
+def _search(cal: Calendar, limit: int) -> Search:
+    steps = Steps(limit)
+    # A spec without a zone is computed in UTC (the target's local zone is unknown here).
+    where = cal if cal.timezone is not None else dataclasses.replace(cal, utc=True, timezone="UTC")
+    try:
+        if not where.next_elapses(_EPOCH, 1, budget=steps):
+            return Search(never=True, steps=limit - steps.left)
+        if not where.utc:
+            for start in _probe_starts(where, steps):
+                nxt = where.next_elapses(start, 1, budget=steps)
+                if start == PROBE_FROM and (not nxt or nxt[0] >= PROBE_UNTIL):
+                    break  # nothing in the probe year to go wrong on
+    except CalendarLoop as loop:
+        return Search(loop=loop, steps=limit - steps.left)
+    except BudgetSpent:
+        return Search(spent="expression", steps=limit)
+    return Search(steps=limit - steps.left)
+
+
+def _probe_starts(cal: Calendar, steps: Steps):
+    yield PROBE_FROM
+    for month in range(2, 13):
+        yield PROBE_FROM.replace(month=month)
+    steps.spend(_ZONE_SCAN_STEPS)  # the scan below costs about as much as this many steps
+    for change in _dst_changes(cal.timezone or "UTC"):
+        yield change - timedelta(hours=1)
+        yield change - timedelta(minutes=1)
+        # The elapses before the change, each a start: the last one crosses it.
+        at = change - timedelta(days=1)
+        for _ in range(_PROBE_WALK):
+            nxt = cal.next_elapses(at, 1, budget=steps)
+            if not nxt or nxt[0] > change + timedelta(days=1):
+                break
+            at = nxt[0]
+            yield at
+
+
+_ZONE_SCAN_STEPS = 20
+
+
+@functools.lru_cache(maxsize=64)
+def _dst_changes(name: str) -> tuple[datetime, ...]:
+    """UTC instants in [PROBE_FROM, PROBE_UNTIL) where the zone's offset changes (to the
+    hour): a day-by-day scan, then hour by hour in a day whose offset changed."""
+    zone = ZoneInfo(name)
+    day, hour = timedelta(days=1), timedelta(hours=1)
+    out, t = [], PROBE_FROM
+    while t < PROBE_UNTIL:
+        if (t + day).astimezone(zone).utcoffset() != t.astimezone(zone).utcoffset():
+            h = t
+            while h < t + day:
+                if (h + hour).astimezone(zone).utcoffset() != h.astimezone(zone).utcoffset():
+                    out.append(h + hour)
+                h += hour
+        t += day
+    return tuple(out)

@@ -19,7 +19,6 @@ import signal as _signal
 import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
-from datetime import datetime, timezone as dt_timezone
 from pathlib import PurePath
 from typing import Any, Callable
 from zoneinfo import available_timezones
@@ -407,8 +406,8 @@ def calendar(node: Node) -> Schedule:
 
 @lru_cache(maxsize=4096)
 def _calendar(value: str) -> Schedule:
-    # Pure in the text (the never-elapses search starts at a fixed epoch), and manifests
-    # repeat their schedules: parsed and searched once per expression, not once per job.
+    # Pure in the text, and manifests repeat their schedules: parsed once per expression,
+    # not once per job. Whether it elapses is _calendar_searches(), under a bound.
     if _LONG_NUMBER.search(value):
         raise Invalid(f"invalid calendar expression '{value}': number too large")
     try:
@@ -422,14 +421,7 @@ def _calendar(value: str) -> Schedule:
             f"invalid calendar expression '{value}': {why} "
             "(systemd.time(7) CALENDAR EVENTS, e.g. daily, 'Mon..Fri 02:30', '*:0/15')"
         ) from None
-    if not cal.next_elapses(_EPOCH, 1):
-        # A date no year has (Feb 30, Apr 31): systemd accepts it and the timer never fires.
-        raise Invalid(f"calendar expression '{value}' never elapses: no date from {timespec.MIN_YEAR} to "
-                      f"{timespec.MAX_YEAR} matches it (systemd would accept it and never run the job)")
     return Schedule("calendar", calendar=cal.normalized, has_timezone=cal.timezone is not None)
-
-
-_EPOCH = datetime(1970, 1, 1, tzinfo=dt_timezone.utc)
 
 
 def _not_a_calendar(value: str) -> str | None:
@@ -1017,6 +1009,48 @@ def _private_view(hardening: str, path: str) -> tuple[str, str] | None:
     return None
 
 
+def _calendar_searches(tree: Map, jobs: tuple[Job, ...], p: _Problems) -> None:
+    """Whether each calendar ever elapses and whether systemd can compute it, within
+    jobgen's bounds (timespec.search: steps per expression and per manifest, so a manifest
+    of thousands of slow expressions cannot stall `check` or the generator at boot).
+    Never elapsing is an error (jobgen's rule: the job could never run). systemd accepts
+    the rest without a word when it loads the timer, so they are warnings: an expression
+    its find_next() gives up on (the timer then stops), and one jobgen did not finish
+    checking."""
+    budget = timespec.Steps(timespec.MANIFEST_STEPS)
+    section = tree.get("jobs")
+    unchecked: list[Job] = []
+    for job in jobs:
+        if job.schedule.kind != "calendar" or not job.schedule.calendar:
+            continue
+        node = section.get(job.name) if isinstance(section, Map) else None
+        node = node.get("schedule") if isinstance(node, Map) else None
+        if isinstance(node, Map):  # schedule: {calendar: ...}
+            node = node.get("calendar")
+        written = node.value if isinstance(node, Scalar) else job.schedule.calendar
+        pos = node.pos if node is not None else job.where("schedule")
+        what = f"job '{job.name}': 'schedule'"
+        found = timespec.search(timespec.parse_calendar(job.schedule.calendar), budget)
+        if found.spent == "manifest":
+            unchecked.append(job)
+        elif found.never:
+            # A date no year has (Feb 30, Apr 31): systemd accepts it and the timer never fires.
+            p.error(pos, f"{what}: calendar expression '{written}' never elapses: no date from {timespec.MIN_YEAR} to "
+                         f"{timespec.MAX_YEAR} matches it (systemd would accept it and never run the job)")
+        elif found.loop is not None:
+            p.warning(pos, f"{what}: systemd 252 and 257 cannot compute the next elapse of '{written}' in {found.loop.zone} "
+                           f"after {found.loop.after:%Y-%m-%d %H:%M:%S} UTC (\"Infinite loop in calendar calculation\"): "
+                           "the timer stops there and the job runs no more until the timer is started again")
+        elif found.spent == "expression":
+            p.warning(pos, f"{what}: jobgen gave up searching the elapses of '{written}' after {timespec.EXPRESSION_STEPS:,} "
+                           "steps (its bound per expression): not checked that it ever elapses")
+    if unchecked:
+        first = unchecked[0]
+        p.warning(first.where("schedule"), f"job '{first.name}': 'schedule': this and {len(unchecked) - 1:,} later calendar "
+                                           f"schedule(s) were not checked for elapses: the manifest used up jobgen's bound of "
+                                           f"{timespec.MANIFEST_STEPS:,} search steps per manifest")
+
+
 def _host_lock_files(jobs: tuple[Job, ...], p: _Problems) -> None:
     """Host lock files: the one each job locks must be the file every runner opens, and
     a file two jobs share is created once by tmpfiles.d, with one owner."""
@@ -1165,6 +1199,7 @@ def _validate(tree: Node, path: str, target_override: Target | None, p: _Problem
     workers = _units("worker", _section(tree, "workers", p), defaults, WORKER_KEYS, _worker_rules, p, taken)
     _host_lock_files(jobs, p)
     _cluster_jobs(jobs, p)
+    _calendar_searches(tree, jobs, p)
     if not jobs and not workers and not p.items:
         p.error(tree.pos, "the manifest defines no jobs and no workers (add a 'jobs:' or 'workers:' section)")
     diags = sorted(p.items)

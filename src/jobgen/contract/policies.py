@@ -32,6 +32,11 @@ class OverlapPolicy(NamedTuple):
     # `every:` schedules count the interval from the end of the previous run
     # (OnUnitInactiveSec=), so an overrun never triggers an immediate second run.
     every_from_end: bool
+    # `jobgen plan`: what follows when a run can last longer than the time to the next
+    # elapse (risk timeout-exceeds-interval), and what a run that hangs does to later ones
+    # ("" when nothing more than the hung run itself).
+    overrun_consequence: str
+    hung_run_consequence: str
     # Each trigger records a request (`jobgen enqueue`) and a drainer unit runs them one at
     # a time under the lock (`jobgen drain`); the job gets a NAME-drain.service beside it.
     queues: bool = False
@@ -40,12 +45,21 @@ class OverlapPolicy(NamedTuple):
 OVERLAP: dict[str, OverlapPolicy] = {
     p.name: p
     for p in (
-        OverlapPolicy("skip", locks=True, waits=False, conflict_outcome=outcomes.SKIPPED, defers_overrun=True, every_from_end=True),
-        OverlapPolicy("wait", locks=True, waits=True, conflict_outcome=outcomes.WAIT_EXPIRED, defers_overrun=False, every_from_end=False),
+        OverlapPolicy("skip", locks=True, waits=False, conflict_outcome=outcomes.SKIPPED, defers_overrun=True, every_from_end=True,
+                      overrun_consequence="runs that last that long make the following elapses be skipped every time",
+                      hung_run_consequence="every later run is skipped until it ends"),
+        OverlapPolicy("wait", locks=True, waits=True, conflict_outcome=outcomes.WAIT_EXPIRED, defers_overrun=False, every_from_end=False,
+                      overrun_consequence="runs queue behind each other and pile up; each waits up to wait_timeout, then gives up (wait-expired)",
+                      hung_run_consequence=""),
         # No lock, so no conflict exit: a 75 from the command itself is the command's own failure.
-        OverlapPolicy("allow", locks=False, waits=False, conflict_outcome=outcomes.FAILED, defers_overrun=False, every_from_end=False),
+        OverlapPolicy("allow", locks=False, waits=False, conflict_outcome=outcomes.FAILED, defers_overrun=False, every_from_end=False,
+                      overrun_consequence="runs overlap, with no lock, as many at once as elapses fall inside one run",
+                      hung_run_consequence=""),
         # A conflict is a second drainer finding the lock held: the first one drains for both.
-        OverlapPolicy("queue", locks=True, waits=False, conflict_outcome=outcomes.SKIPPED, defers_overrun=False, every_from_end=False, queues=True),
+        OverlapPolicy("queue", locks=True, waits=False, conflict_outcome=outcomes.SKIPPED, defers_overrun=False, every_from_end=False, queues=True,
+                      overrun_consequence="requests arrive faster than the drainer runs them: the queue grows to max_pending, "
+                                          "then triggers are handled by on_full (reject or coalesce)",
+                      hung_run_consequence="requests wait in the queue until it ends"),
     )
 }
 DEFAULT_OVERLAP = "skip"
@@ -70,14 +84,23 @@ class LockScope(NamedTuple):
     # KillMode= for the service: the holder forwards SIGTERM to the command itself, so
     # systemd signals the holder only, and SIGKILLs everything at the end (systemd.kill(5)).
     kill_mode: str | None
+    # `jobgen plan`: what keeps a second timer/systemctl start out ({identity}: the lock's
+    # identity), whether `jobgen run` outside the unit is covered, and whether the same
+    # unit on another host is.
+    guard: str
+    covers_manual_run: bool
+    covers_other_hosts: bool
 
 
 SCOPES: dict[str, LockScope] = {
     s.name: s
     for s in (
-        LockScope("unit", wrapper="none", can_wait=False, lock_file=False, server=False, conflict_is_success=False, kill_mode=None),
-        LockScope("host", wrapper="flock", can_wait=True, lock_file=True, server=False, conflict_is_success=True, kill_mode=None),
-        LockScope("cluster", wrapper="holder", can_wait=True, lock_file=False, server=True, conflict_is_success=True, kill_mode="mixed"),
+        LockScope("unit", wrapper="none", can_wait=False, lock_file=False, server=False, conflict_is_success=False, kill_mode=None,
+                  guard="systemd never starts a second instance of an active unit", covers_manual_run=False, covers_other_hosts=False),
+        LockScope("host", wrapper="flock", can_wait=True, lock_file=True, server=False, conflict_is_success=True, kill_mode=None,
+                  guard="{identity}", covers_manual_run=True, covers_other_hosts=False),
+        LockScope("cluster", wrapper="holder", can_wait=True, lock_file=False, server=True, conflict_is_success=True, kill_mode="mixed",
+                  guard="{identity}", covers_manual_run=True, covers_other_hosts=True),
     )
 }
 DEFAULT_SCOPE = "host"

@@ -25,6 +25,12 @@ What systemd asks of a generator, and how jobgen answers:
   container's first pass at boot) add_boot_report() leaves them in the output folder
   with a unit that prints them into the journal during the boot.
 - Same manifests, same bytes: manifests in file-name order, files sorted, no time stamps.
+- Never stall the boot. systemd runs every generator before it loads any unit and gives
+  them all DEADLINE's 90 s together (below); a generator still running then is abandoned
+  and the boot goes on without what it had not written. So each manifest's units are
+  handed to `emit` (written) as soon as it compiles, the calendar search is bounded in
+  steps (compiler/timespec.py search(): per expression and per manifest), and past its
+  own `deadline` generate() stops and lists the manifests it did not reach in `left`.
 
 Pure except for reading manifests and the running systemd's version (``discover``,
 ``running_systemd``) and ``write``; cli/generator.py prints and exits.
@@ -36,6 +42,8 @@ import dataclasses
 import glob
 import os
 import re
+import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -83,6 +91,22 @@ INSTALLED_LIBS = (
     "/lib/systemd/libsystemd-shared-*.so",  # Debian before merged /usr
 )
 _LIB_VERSION = re.compile(r"/libsystemd-shared-([0-9]+)[^/]*\.so")
+
+# systemd runs generators in parallel and waits DEFAULT_TIMEOUT_USEC for all of them: 90 s
+# (252: src/basic/def.h; 257: src/basic/constants.h from meson's default-timeout-sec=90;
+# manager_run_generators() -> execute_directories() in src/core/manager.c of both). Past
+# it, its executor dies by the alarm() it set (src/shared/exec-util.c) and units load
+# without what the generators had not written. jobgen keeps to a third of that, leaving
+# the rest to the other generators and to a slow, loaded boot.
+SYSTEMD_GENERATOR_TIMEOUT_SEC = 90
+DEADLINE_SEC = 30.0
+# Tests (and an administrator who must) set another deadline, in seconds.
+DEADLINE_ENV = "JOBGEN_GENERATOR_DEADLINE"
+
+
+class DeadlineReached(BaseException):
+    """Raised into a manifest's compilation when the generator's deadline passes (a
+    BaseException: generate()'s net for compiler bugs must not catch it)."""
 
 
 def manifest_dirs(env: dict[str, str]) -> tuple[str, ...]:
@@ -150,6 +174,7 @@ class Outcome:
     links: dict[str, str] = field(default_factory=dict)
     diagnostics: list[Diagnostic] = field(default_factory=list)
     skipped: list[str] = field(default_factory=list)
+    left: list[str] = field(default_factory=list)  # not reached before the deadline
 
 
 @dataclass(frozen=True)
@@ -224,8 +249,17 @@ def _clashes(compiled: _Compiled, taken: dict[str, str]) -> list[Diagnostic]:
 
 
 def generate(manifests: list[Path], normal_dir: str, running: int | None, holder: str | None = None,
-             tmpfiles: str | None = None) -> Outcome:
-    """Compile every manifest; a manifest with any error is reported and left out whole."""
+             tmpfiles: str | None = None, *, emit: Callable[[Outcome], None] | None = None,
+             deadline: float | None = None, clock: Callable[[], float] = time.monotonic) -> Outcome:
+    """Compile every manifest; a manifest with any error is reported and left out whole.
+
+    `emit` gets, as soon as each good manifest compiles, its files and links plus the
+    shared lock files so far (what write() takes). Once `clock()` reaches `deadline`, or
+    DeadlineReached interrupts a compilation, the manifests not done are in `left`.
+
+    Smallest manifest first (then by file name): a few huge manifests cannot keep the
+    ordinary ones from being written before the deadline. The same order decides which
+    of two manifests that generate one unit name is skipped (the later)."""
     from jobgen.compiler import escape
     from jobgen.compiler.plan import DEFAULT_HOLDER
     from jobgen.compiler.target import parse_target
@@ -238,14 +272,21 @@ def generate(manifests: list[Path], normal_dir: str, running: int | None, holder
             target = None  # older than jobgen's table: the manifest's own or the default target
     out = Outcome()
     taken: dict[str, str] = {}
-    snippets: list[bytes] = []
+    snippets: dict[str, bytes] = {}
     lock_users: list[str] = []
-    for path in manifests:
+    by_name = [str(p) for p in manifests]
+    manifests = sorted(manifests, key=lambda p: (_size(p), by_name.index(str(p))))
+    for index, path in enumerate(manifests):
         where = str(path)
         try:
+            if deadline is not None and clock() >= deadline:
+                raise DeadlineReached()
             compiled = _compile(where, target, holder or DEFAULT_HOLDER)
             problems = _clashes(compiled, taken)
             source = escape.specifiers(where)
+        except DeadlineReached:
+            out.left = [str(p) for p in manifests[index:]]
+            break
         except ManifestError as exc:
             compiled, problems = None, exc.diagnostics
         except ValueError as exc:  # a path that cannot be written into a unit file
@@ -257,26 +298,62 @@ def generate(manifests: list[Path], normal_dir: str, running: int | None, holder
             out.skipped.append(where)
             continue
         out.diagnostics += compiled.notes
-        for name, data in compiled.units.items():
-            taken[name] = where
-            out.files[name] = data
-            takes_lock = compiled.tmpfiles is not None and name in compiled.jobs
-            out.files[f"{name}.d/{DROPIN}"] = _dropin(source, where, takes_lock)
-            if name in compiled.wanted_by:
-                out.links[f"{compiled.wanted_by[name]}.wants/{name}"] = f"../{name}"
-            if takes_lock:
-                lock_users.append(name)
-        if compiled.tmpfiles is not None:
-            snippets.append(compiled.tmpfiles)
-    if snippets:
-        conf = os.path.join(normal_dir, TMPFILES_CONF)
-        out.files[TMPFILES_CONF] = b"".join(snippets)
-        quiet = target is None or target.has("Service", "LogLevelMax")
-        out.files[LOCKS_UNIT] = _locks_unit(escape.exec_line((tmpfiles or tmpfiles_binary(), "--create", conf)), len(lock_users), quiet)
-        out.links[f"multi-user.target.wants/{LOCKS_UNIT}"] = f"../{LOCKS_UNIT}"
+        try:
+            _hand_over(compiled, where, source, taken, lock_users, snippets, by_name, out, emit,
+                       normal_dir, target, tmpfiles)
+        except DeadlineReached:  # the alarm between compiling and writing: not written
+            out.left = [str(p) for p in manifests[index:]]
+            break
     out.files = dict(sorted(out.files.items()))
     out.links = dict(sorted(out.links.items()))
     return out
+
+
+def _hand_over(compiled: _Compiled, where: str, source: str, taken: dict[str, str], lock_users: list[str],
+               snippets: dict[str, bytes], by_name: list[str], out: Outcome, emit: Callable[[Outcome], None] | None,
+               normal_dir: str, target: Target | None, tmpfiles: str | None) -> None:
+    """One good manifest's files, links and drop-ins, with the lock files of all so far,
+    added to `out` and handed to `emit`."""
+    part = Outcome()
+    for name, data in compiled.units.items():
+        part.files[name] = data
+        takes_lock = compiled.tmpfiles is not None and name in compiled.jobs
+        part.files[f"{name}.d/{DROPIN}"] = _dropin(source, where, takes_lock)
+        if name in compiled.wanted_by:
+            part.links[f"{compiled.wanted_by[name]}.wants/{name}"] = f"../{name}"
+    users = lock_users + [n for n in compiled.units if compiled.tmpfiles is not None and n in compiled.jobs]
+    lines = dict(snippets)
+    if compiled.tmpfiles is not None:
+        lines[where] = compiled.tmpfiles
+        joined = [lines[name] for name in by_name if name in lines]  # file-name order, always
+        _lock_files(part, joined, len(users), normal_dir, target, tmpfiles)
+    if emit is not None:
+        emit(part)
+    # Counted as generated only once written.
+    taken.update(dict.fromkeys(compiled.units, where))
+    lock_users[:] = users
+    snippets.update(lines)
+    out.files.update(part.files)
+    out.links.update(part.links)
+
+
+def _size(path: Path) -> int:
+    try:
+        return path.stat().st_size
+    except OSError:
+        return 0  # compiling it says why
+
+
+def _lock_files(part: Outcome, snippets: list[bytes], jobs: int, normal_dir: str, target: Target | None,
+                tmpfiles: str | None) -> None:
+    """The tmpfiles.d lines of every manifest so far and the unit that applies them."""
+    from jobgen.compiler import escape
+
+    conf = os.path.join(normal_dir, TMPFILES_CONF)
+    part.files[TMPFILES_CONF] = b"".join(snippets)
+    quiet = target is None or target.has("Service", "LogLevelMax")
+    part.files[LOCKS_UNIT] = _locks_unit(escape.exec_line((tmpfiles or tmpfiles_binary(), "--create", conf)), jobs, quiet)
+    part.links[f"multi-user.target.wants/{LOCKS_UNIT}"] = f"../{LOCKS_UNIT}"
 
 
 def _dropin(source: str, manifest: str, takes_lock: bool) -> bytes:

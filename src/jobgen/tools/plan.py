@@ -15,16 +15,18 @@ per code.
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from zoneinfo import ZoneInfo
 
 from jobgen.compiler import load, names, timespec, validate
+from jobgen.compiler.diagnostics import ERROR, Diagnostic
 from jobgen.compiler.model import Job, Manifest
 from jobgen.compiler.plan import DEFER_WINDOW_USEC, Exec, Plan, Raw, UnitFile
 from jobgen.compiler.target import Target
-from jobgen.contract.policies import OVERLAP
+from jobgen.contract.policies import OVERLAP, SCOPES
 from jobgen.runtime.backends import namespaced
 from jobgen.runtime.backends.mysql import lock_name as mysql_lock_name
 from jobgen.runtime.backends.postgres import advisory_key
@@ -113,7 +115,7 @@ JSON_SCHEMA: dict = {
             "lock": {"oneOf": [{"type": "null"}, {
                 "type": "object", "additionalProperties": False,
                 "required": ["scope", "name", "identity"],
-                "properties": {"scope": {"enum": ["unit", "host", "cluster"]}, "name": {"type": "string"},
+                "properties": {"scope": {"enum": list(SCOPES)}, "name": {"type": "string"},
                                "identity": {"type": "string"}, "backend": {"type": "string"}},
             }]},
             "persistent": {"type": "boolean"},
@@ -257,16 +259,41 @@ def report(manifest: Manifest, compiled: Plan, start: datetime, n: int = 5, loca
     if start.tzinfo is None:
         raise ValueError("start must be timezone-aware")
     files = {f.filename: f for f in compiled.files}
-    facts = {job.name: _facts(job, files, start, n, local_zone) for job in manifest.jobs}
+    facts = {}
+    for job in manifest.jobs:
+        with _computable(job):
+            facts[job.name] = _facts(job, files, start, n, local_zone)
     herds = _herds(manifest.jobs, facts, start)
     jobs = []
     for job in manifest.jobs:
         if only is not None and job.name != only:
             continue
         base = facts[job.name]
-        risks = _risks(job, base, start, compiled, herds.get(job.name, ()))
+        with _computable(job):
+            risks = _risks(job, base, start, compiled, herds.get(job.name, ()))
         jobs.append(dataclasses.replace(base, runners=_runners(job, compiled.manifest), risks=tuple(risks)))
     return Report(compiled.manifest, compiled.target.describe(), start, local_zone, tuple(jobs))
+
+
+class Uncomputable(Exception):
+    """A job's elapses cannot be listed: systemd itself cannot compute them (CalendarLoop).
+    `diagnostic` is the one line the CLI shows."""
+
+    def __init__(self, diagnostic: Diagnostic):
+        super().__init__(str(diagnostic))
+        self.diagnostic = diagnostic
+
+
+@contextlib.contextmanager
+def _computable(job: Job):
+    try:
+        yield
+    except timespec.CalendarLoop as loop:
+        where = "" if job.schedule.has_timezone else f" in {loop.zone} (--local-zone)"
+        raise Uncomputable(Diagnostic(job.where("schedule"), ERROR, (
+            f"job '{job.name}': systemd 252 and 257 cannot compute the next elapse of OnCalendar={job.schedule.calendar}"
+            f"{where} after {loop.after:%Y-%m-%d %H:%M:%S} UTC (\"Infinite loop in calendar calculation\"); its timer stops there"
+        ))) from None
 
 
 # --------------------------------------------------------------------------- facts
@@ -340,14 +367,15 @@ def _lock(job: Job) -> dict | None:
     lock = job.lock
     if lock is None:
         return None
-    if lock.scope == "unit":
-        return {"scope": "unit", "name": f"{job.name}.service", "identity": f"systemd unit {job.name}.service"}
-    if lock.scope == "host":
-        path = lock.path or names.lock_file(lock.name)
-        return {"scope": "host", "name": lock.name, "identity": f"flock {path}"}
-    scheme = (lock.backend or "").split(":", 1)[0].lower()
-    return {"scope": "cluster", "name": lock.name, "backend": lock.backend,
-            "identity": _SERVER_IDENTITY.get(scheme, lambda n: n)(lock.name)}  # fmt: skip
+    # What the lock is follows from the scope's row (contract/policies.py SCOPES): a lock
+    # server, a host lock file, or else the unit itself.
+    if lock.kind.server:
+        scheme = (lock.backend or "").split(":", 1)[0].lower()
+        return {"scope": lock.scope, "name": lock.name, "backend": lock.backend,
+                "identity": _SERVER_IDENTITY.get(scheme, lambda n: n)(lock.name)}  # fmt: skip
+    if lock.kind.lock_file:
+        return {"scope": lock.scope, "name": lock.name, "identity": f"flock {lock.path or names.lock_file(lock.name)}"}
+    return {"scope": lock.scope, "name": f"{job.name}.service", "identity": f"systemd unit {job.name}.service"}
 
 
 # What the lock is called on the server, by URL scheme (runtime/backends/: the holder's own
@@ -365,21 +393,18 @@ _SERVER_IDENTITY = {
 def _runners(job: Job, manifest_path: str) -> tuple[Runner, ...]:
     """Every way the command can start, and whether the lock covers it (README: lock scope)."""
     unit = f"{job.name}.service"
-    scope = job.lock.scope if job.lock else None
-    identity = (_lock(job) or {}).get("identity", "")
-    shared = {
-        None: (False, "overlap: allow takes no lock"),
-        "unit": (True, "systemd never starts a second instance of an active unit"),
-        "host": (True, identity),
-        "cluster": (True, identity),
-    }[scope]
-    run_guard = (False, "lock.scope unit: `jobgen run` runs outside the unit") if scope == "unit" else shared
-    if scope == "cluster":
-        other = (True, f"{identity} on {job.lock.backend}")  # type: ignore[union-attr]
-    elif scope is None:
-        other = shared
+    lock = job.lock
+    if lock is None:  # the policy takes no lock (policies.OVERLAP locks=False)
+        shared = run_guard = other = (False, f"overlap: {job.overlap} takes no lock")
     else:
-        other = (False, f"lock.scope {scope} covers one host; the same unit on another host runs on its own")
+        identity = (_lock(job) or {})["identity"]
+        scope = lock.kind
+        shared = (True, scope.guard.format(identity=identity))
+        run_guard = shared if scope.covers_manual_run else (False, f"lock.scope {lock.scope}: `jobgen run` runs outside the unit")
+        if scope.covers_other_hosts:
+            other = (True, f"{identity} on {lock.backend}")
+        else:
+            other = (False, f"lock.scope {lock.scope} covers one host; the same unit on another host runs on its own")
     schedule_how = {
         "calendar": f"{job.name}.timer (OnCalendar={job.schedule.calendar})",
         "every": f"{job.name}.timer (every {timespec.format_timespan(job.schedule.usec or 0)})",
@@ -426,22 +451,17 @@ def _check_timeout(job: Job, facts: JobReport, start: datetime) -> list[Risk]:
     if job.schedule.kind == "after_boot":
         return []
     if job.timeout_usec is None:
-        return [Risk("no-timeout", "no 'timeout': a run that hangs is never stopped"
-                     + ("; every later run is skipped until it ends" if job.overlap == "skip" else ""))]
+        hung = job.policy.hung_run_consequence
+        return [Risk("no-timeout", "no 'timeout': a run that hangs is never stopped" + (f"; {hung}" if hung else ""))]
     gap = _shortest_interval(job, facts, start)
     longest = job.timeout_usec + (job.wait_usec or 0)
     if gap is None or longest <= gap:
         return []
-    if job.schedule.kind == "every" and job.overlap == "skip":
+    if job.schedule.kind == "every" and job.policy.every_from_end:
         return []  # OnUnitInactiveSec=: the interval counts from the end of the run
     what = f"a run may take {_span(longest)} (timeout{' + wait_timeout' if job.wait_usec else ''}) " \
            f"but elapses can be {_span(gap)} apart"
-    consequence = {
-        "skip": "runs that last that long make the following elapses be skipped every time",
-        "wait": "runs queue behind each other and pile up; each waits up to wait_timeout, then gives up (wait-expired)",
-        "allow": "runs overlap, with no lock, as many at once as elapses fall inside one run",
-    }[job.overlap]
-    return [Risk("timeout-exceeds-interval", f"{what}: {consequence}")]
+    return [Risk("timeout-exceeds-interval", f"{what}: {job.policy.overrun_consequence}")]
 
 
 def _check_never(job: Job, facts: JobReport, start: datetime) -> list[Risk]:
@@ -571,7 +591,9 @@ def _herds(jobs: tuple[Job, ...], facts: dict[str, JobReport], start: datetime) 
         if job.schedule.kind != "calendar" or f.randomized_delay_usec or f.randomized_offset_usec:
             continue
         cal, _, _ = _calendar(job, f.time_zone or "UTC")
-        for t in cal.next_elapses(start, HERD_SAMPLE):
+        with _computable(job):
+            elapses = cal.next_elapses(start, HERD_SAMPLE)
+        for t in elapses:
             if t - start > HERD_WINDOW:
                 break
             by_second.setdefault(t.replace(microsecond=0), set()).add(job.name)
@@ -605,7 +627,7 @@ def _schedule_text(j: JobReport) -> str:
         zone = "" if j.zone_from_manifest else f" (host local time, shown in {j.time_zone})"
         return f"OnCalendar={j.on_calendar}{zone}"
     if j.kind == "every":
-        base = "end" if j.overlap == "skip" else "start"
+        base = "end" if OVERLAP[j.overlap].every_from_end else "start"
         return f"every {_span(j.interval_usec or 0)}: first after the timer starts, then after each run's {base}"
     return f"once, {_span(j.interval_usec or 0)} after boot"
 
@@ -623,9 +645,9 @@ def _start_text(j: JobReport) -> str:
 
 def _lock_text(j: JobReport) -> str:
     if j.lock is None:
-        return "none (overlap: allow)"
+        return f"none (overlap: {j.overlap})"
     text = f"{j.lock['scope']}: {j.lock['identity']}"
-    if j.lock["scope"] == "cluster":
+    if "backend" in j.lock:
         text += f" on {j.lock['backend']}"
     return text
 
