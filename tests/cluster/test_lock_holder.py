@@ -353,6 +353,21 @@ def test_signal_to_holder_is_forwarded_and_lock_released(redis_server, lock_name
     assert run(holder(redis_server, lock_name, command=["true"])).returncode == 0
 
 
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_stop_that_ends_the_command_ends_the_holder_by_the_same_signal(redis_server, lock_name, tmp_path, sig):
+    """`systemctl stop` or a shutdown (KillMode=mixed: the holder alone gets SIGTERM) that
+    ends the command ends the holder by that signal, as a shell ends, so systemd records
+    result 'signal' and the unit's reporter logs `stopped`, not a failure with status 143.
+    A command the signal killed without the holder being stopped is its own status."""
+    log = tmp_path / "events"
+    proc = spawn(holder(redis_server, lock_name, command=["sh", "-c", f'echo start >> "{log}"; exec sleep 60']),
+                 start_new_session=True)
+    wait_for(lambda: "start" in lines(log), what="command start")
+    proc.send_signal(sig)
+    assert proc.wait(timeout=TIMEOUT) == -sig, stderr_of(proc)
+    assert run(holder(redis_server, lock_name, command=["sh", "-c", "kill -TERM $$"])).returncode == 128 + signal.SIGTERM
+
+
 # --- credentials and configuration ----------------------------------------------------------
 
 def test_bad_password_is_one_clear_line_and_exit_77(server, lock_name, tmp_path):
@@ -456,7 +471,8 @@ def test_stopped_holder_releases_only_after_every_descendant(server, lock_name, 
     waiter = spawn(holder(server, lock_name, "--wait", "60", command=started_at(second)))
     wait_logged(waiter, f"waiting name={lock_name}")
     first.send_signal(signal.SIGTERM)
-    assert first.wait(timeout=TIMEOUT) == 128 + signal.SIGTERM, stderr_of(first)
+    # The stop ended the command's leader (the sh wrapper): the holder ends by it too (lock.leave)
+    assert first.wait(timeout=TIMEOUT) == -signal.SIGTERM, stderr_of(first)
     assert waiter.wait(timeout=TIMEOUT) == 0, stderr_of(waiter)
     no_overlap(beats, second)
     assert not (tmp_path / "step2").exists()

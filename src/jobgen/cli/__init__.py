@@ -32,16 +32,7 @@ def main() -> None:
         from jobgen.runtime import lock
 
         code = lock.main(argv[1:])
-        # The lock is released and the command reaped; what may remain is a daemon thread
-        # abandoned inside a client call (backends.bounded, a stop signal during --wait).
-        # Interpreter shutdown with such a thread mid-call can crash (seen: SIGSEGV on a
-        # SIGTERM while waiting on MariaDB), so the holder flushes and leaves at once.
-        import logging
-
-        logging.shutdown()
-        sys.stdout.flush()
-        sys.stderr.flush()
-        os._exit(code)
+        _leave(code, lock.ended_by())
     if argv[:1] and argv[0] in RUNTIME_QUEUE_VERBS and (argv[0] == "drain" or _store_form(argv[1:])):
         from jobgen.runtime.queue import command
 
@@ -64,6 +55,25 @@ def main() -> None:
         sys.exit(EXIT_INVALID)
 
     sys.exit(run(argv))
+
+
+def _leave(code: int, signum: int | None) -> None:
+    """End `jobgen lock` at once, by `signum` when the stop that ended its command should
+    end it too (lock.ended_by), else with `code`. At once (os._exit): the lock is released
+    and the command reaped; what may remain is a daemon thread abandoned inside a client
+    call (backends.bounded, a stop signal during --wait), and interpreter shutdown with such
+    a thread mid-call can crash (seen: SIGSEGV on a SIGTERM while waiting on MariaDB)."""
+    import logging
+    import signal
+
+    logging.shutdown()
+    sys.stdout.flush()
+    sys.stderr.flush()
+    if signum is not None:
+        signal.signal(signum, signal.SIG_DFL)
+        signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
+        os.kill(os.getpid(), signum)
+    os._exit(code)
 
 
 NO_TYPER = (

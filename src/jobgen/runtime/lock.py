@@ -172,9 +172,25 @@ def main(argv: list[str]) -> int:
         _setup_logging(args.job or args.name)
         holder = Holder(args, command, os.environ)
         holder.pending = early.take_over(holder._on_signal)
-        return holder.run()
+        code = holder.run()
+        _END_BY[:] = [holder.end_by] if holder.end_by else []
+        return code
     finally:
         early.restore()
+
+
+# The stop signal the holder ends by instead of an exit status (Holder.end_by).
+_END_BY: list[int] = []
+
+
+def ended_by() -> int | None:
+    """The signal the holder process should end by instead of main()'s exit status: the
+    stop signal that ended its command when the holder itself was stopped with it. A shell
+    ends so; for jobgen it means systemd sees a stopped unit (`systemctl stop`, a shutdown;
+    KillMode=mixed signals the holder only) as result 'signal', status TERM, which the
+    unit's reporter logs as `stopped` (contract/outcomes.BY_RESULT), not as a failure
+    with status 143."""
+    return _END_BY[0] if _END_BY else None
 
 
 class _EarlySignals:
@@ -243,6 +259,8 @@ class Holder:
         self.lost: str | None = None
         self.held = None  # the lock, once taken
         self.stopped = False  # the command's processes were stopped with the holder
+        self.stop_received: int | None = None  # the first STOPPING signal the holder got
+        self.end_by: int | None = None  # see leave()
 
     # -- outcomes ---------------------------------------------------------------------------
 
@@ -414,6 +432,8 @@ class Holder:
                  time.monotonic() - t0)
         if lost:
             return self._finish(lost, f"command status was {code}")
+        if status < 0 and -status == self.stop_received:
+            self.end_by = self.stop_received  # the stop ended the command: it ends the holder too
         return code
 
     def _drain(self) -> None:
@@ -441,6 +461,7 @@ class Holder:
 
     def _forward(self, signum: int) -> None:
         if signum in STOPPING:
+            self.stop_received = self.stop_received or signum
             sent = self._stop_tree(signum)
         else:
             sent = self._signal_tree(signum)
