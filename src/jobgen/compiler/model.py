@@ -28,6 +28,15 @@ class Schedule:
     calendar: str | None = None  # normalized OnCalendar= expression (with time zone)
     usec: int | None = None  # for every / after_boot
     has_timezone: bool = False
+    # `schedule:` as a list: the further expressions, each its own OnCalendar= line; the
+    # timer elapses at every one of them (systemd.timer(5): OnCalendar= "may be specified
+    # more than once").
+    also: tuple[str, ...] = ()
+
+    @property
+    def calendars(self) -> tuple[str, ...]:
+        """Every OnCalendar= expression, in the order written."""
+        return (self.calendar, *self.also) if self.calendar is not None else ()
 
 
 @dataclass(frozen=True)

@@ -479,7 +479,10 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     if sched.kind == "calendar":
         # A time zone (235) or '~' (233) in the expression is gated by set, at the key that wrote it.
         asked = "timezone" if "timezone" in job.keypos else "schedule"
-        timer.set("Timer", "OnCalendar", Raw(sched.calendar or ""), job.where(asked), asked)
+        # A list: one OnCalendar= line per expression, in the order written (systemd.timer(5):
+        # the timer elapses at each; the order changes nothing but keeps the bytes stable).
+        for expression in sched.calendars:
+            timer.set("Timer", "OnCalendar", Raw(expression), job.where(asked), asked)
     elif sched.kind == "every":
         # Runs start every N: the first N after the timer starts, then N after each start.
         # With overlap: skip the interval is counted from the end of the previous run

@@ -51,6 +51,10 @@ def _schedule() -> dict:
     forms = {name: (_CALENDAR if conv is validate.calendar else _SPAN) for name, conv in validate._SCHEDULE_FORMS.items()}
     return {"description": "when the job runs", "oneOf": [
         _CALENDAR,
+        # validate.calendar_list: one OnCalendar= line each, no two alike (the same text is
+        # what JSON Schema can see; validate.py also compares the normalized forms).
+        {"type": "array", "minItems": 1, "uniqueItems": True, "items": _CALENDAR,
+         "description": "several calendar expressions: the job runs at each one's elapses"},
         {"type": "object", "minProperties": 1, "maxProperties": 1, "additionalProperties": False, "properties": forms},
     ]}  # fmt: skip
 
