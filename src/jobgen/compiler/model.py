@@ -98,6 +98,7 @@ class Job(Common):
     randomized_offset_usec: int | None = None
     accuracy_usec: int | None = None
     on_success: tuple[str, ...] = ()
+    mail_on_failure: str | None = None  # compiler/notify.py
     queue: Queue | None = None  # set exactly when overlap is 'queue'
 
     @property

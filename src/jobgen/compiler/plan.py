@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from jobgen.compiler import escape, names, timespec
+from jobgen.compiler import escape, names, notify, timespec
 from jobgen.compiler.context import RunSpec, process_context
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
 from jobgen.compiler.model import Common, Job, Manifest, Worker
@@ -467,6 +467,26 @@ def _emulate_defer(ctx: _Context, timer: _Unit, job: Job) -> bool:
     return False
 
 
+def _mail_on_failure(ctx: _Context, svc: _Unit, job: Job) -> None:
+    """OnFailure= to the mail template's instance for this unit and address (compiler/notify.py)."""
+    if not job.mail_on_failure:
+        return
+    pos = job.where("mail_on_failure")
+    mail = notify.mail_unit(svc.filename, job.mail_on_failure)
+    if len(mail) > notify.UNIT_NAME_MAX:
+        ctx.error(pos, f"{ctx.what}: 'mail_on_failure': the unit that mails the failure, {mail}, would be {len(mail)} "
+                  f"characters; systemd refuses unit names over {notify.UNIT_NAME_MAX} (shorten the job name or the address)")
+        return
+    svc.set("Unit", "OnFailure", Raw(mail), pos, "mail_on_failure")
+
+
+def _mail_template(jobs: tuple[Job, ...]) -> list[UnitFile]:
+    """The mail template, once per output, when any job mails (templates/mail.j2)."""
+    if not any(j.mail_on_failure for j in jobs):
+        return []
+    return [UnitFile(notify.MAIL_TEMPLATE, "mail", comment="mails a failed unit's status (mail_on_failure)")]
+
+
 def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[str]]:
     ctx.pos, ctx.what = job.pos, f"job '{job.name}'"
     argv, lockfile = _lock_argv(ctx, job)
@@ -503,6 +523,7 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     svc.set("Unit", "Description", Raw(description))
     svc.set("Service", "Type", Raw("oneshot"))
     _write_keys({"Unit": svc, "Service": svc, "Timer": timer}, job, JOB_KEYS)
+    _mail_on_failure(ctx, svc, job)
     if job.lock is not None and job.lock.kind.server:
         # The lock server is on the network: at boot a timer (Persistent=, OnBootSec=) can
         # start the job before it is reachable (systemd.special(7) network-online.target).
@@ -740,6 +761,7 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
         tmp_lines += lines
     for worker in manifest.workers:
         files += _worker_files(ctx, worker)
+    files += _mail_template(manifest.jobs)
     if tmp_lines:
         # Jobs never create or delete lock files (a lock is the kernel lock on an open
         # file, not the file's existence): systemd-tmpfiles does, from these lines.

@@ -23,7 +23,7 @@ from pathlib import PurePath
 from typing import Any, Callable
 from zoneinfo import available_timezones
 
-from jobgen.compiler import cron, limits, names, shellwords, timespec
+from jobgen.compiler import cron, limits, names, notify, shellwords, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.escape import CONTROL, SURROGATE
 from jobgen.compiler.load import Map, Node, Scalar, Seq
@@ -300,6 +300,14 @@ def environment(node: Node) -> tuple[tuple[str, str], ...]:
             raise Invalid(f"the value of {key.value} {problem}", value.pos)
         pairs.append((key.value, value.value))
     return tuple(sorted(pairs))
+
+
+def mail_address(node: Node) -> str:
+    """`mail_on_failure:` (compiler/notify.py: the address rule and why it is narrow)."""
+    value = _scalar(node, notify.ADDRESS_RULE)
+    if problem := notify.address_problem(value):
+        raise Invalid(problem)
+    return value
 
 
 def unit_names(node: Node) -> tuple[str, ...]:
@@ -627,6 +635,7 @@ JOB_KEYS: dict[str, Key] = COMMON_KEYS | {
     "randomized_offset": Key("randomized_offset_usec", timespan, Writes("Timer", "RandomizedOffsetSec", "span")),
     "accuracy": Key("accuracy_usec", timespan),
     "on_success": Key("on_success", unit_names, Writes("Unit", "OnSuccess", "units")),
+    "mail_on_failure": Key("mail_on_failure", mail_address),
     "queue": Key("queue", queue_settings),
 }
 

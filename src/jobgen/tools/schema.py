@@ -17,7 +17,7 @@ from __future__ import annotations
 import inspect
 from typing import Any, Callable
 
-from jobgen.compiler import names, validate
+from jobgen.compiler import names, notify, validate
 from jobgen.compiler.model import LOCK_SCOPES
 
 SCHEMA_ID = "https://jobgen.invalid/manifest-1.schema.json"
@@ -96,6 +96,7 @@ CONVERTERS: dict[Callable[..., Any], Callable[[], dict]] = {
     validate.lock: _lock,
     validate.queue_settings: _queue,
     validate.unit_names: lambda: _UNITS,
+    validate.mail_address: lambda: _text(notify.ADDRESS_RULE, f"^(?:{notify.ADDRESS.pattern})$"),
 }
 
 # Lock keys whose converter is an inline lambda in validate._LOCK_KEYS (plain text).
