@@ -183,8 +183,25 @@ def test_a_cron_d_file_with_reboot_and_mailto():
         (17, {"after_boot": "1min"}, "www-data", ("/usr/local/bin/warm-cache", "--all")),
     ]
     assert [str(n) for n in imported.notes] == [
-        "line 15: MAILTO=ops@example.com: jobgen does not mail a job's output; it goes to the journal "
-        "(add on_failure: [a unit that alerts] to be told of failures)"]
+        "line 15: MAILTO=ops@example.com: the jobs after it get mail_on_failure: cron mails any output a job prints, "
+        "jobgen mails when a run fails (its status and last journal lines, through the host's sendmail); output goes "
+        "to the journal"]
+    # MAILTO applies to the lines after it (compiler/notify.py: the mail template).
+    assert [(j.line, j.mail) for j in imported.jobs] == [(14, None), (16, "ops@example.com"), (17, "ops@example.com")]
+    assert '    mail_on_failure: "ops@example.com"\n' in tool.manifest(imported, "php")
+
+
+@pytest.mark.parametrize(("line", "mail", "note"), [
+    ('MAILTO=""', None, None),  # cron: no mail
+    ("MAILTO=root", "root", "MAILTO=root: the jobs after it get mail_on_failure"),
+    ("MAILTO=a@example.com,b@example.com", None, "MAILTO=a@example.com,b@example.com: 'a@example.com,b@example.com' is "
+     "not an address such as ops@example.com, or a local user such as root, so the jobs after it mail no one "
+     "(mail_on_failure takes one address)"),
+])  # fmt: skip
+def test_mailto_becomes_mail_on_failure(line, mail, note):
+    imported = tool.read(f"MAILTO=ops@example.com\n{line}\n0 0 * * * /bin/true\n", "t", system=False)
+    assert [j.mail for j in imported.jobs] == [mail]
+    assert [n.message[: len(note)] for n in imported.notes[1:]] == ([note] if note else [])
 
 
 def test_a_user_crontab():

@@ -15,7 +15,8 @@ crontabs (no user column; the user is given). What each line becomes:
   a string `command:` follows too). `\\%` is a literal %; an unescaped `%` (the rest of the line is the command's
   standard input in cron) is reported.
 * `NAME=value` lines: the environment of the jobs after them; `CRON_TZ` their time zone;
-  `SHELL` the shell; `MAILTO` is reported (jobgen does not mail: use on_failure).
+  `SHELL` the shell; `MAILTO=ADDRESS` the `mail_on_failure:` of the jobs after it
+  (compiler/notify.py), `MAILTO=""` none.
 
 Every problem is (line number, message); a line with a problem produces no job.
 """
@@ -31,7 +32,7 @@ from pathlib import PurePath
 from typing import Callable
 from zoneinfo import ZoneInfo
 
-from jobgen.compiler import cron, shellwords, timespec
+from jobgen.compiler import cron, notify, shellwords, timespec
 from jobgen.compiler.names import ENV_NAME, USER_NAME
 
 # The importer compares cron's rules with jobgen's calendar engine (systemd's algorithm, with
@@ -80,6 +81,7 @@ class ImportedJob:
     user: str | None
     environment: tuple[tuple[str, str], ...]
     timer: tuple[tuple[str, str], ...] = ()  # manifest keys from cron's control variables
+    mail: str | None = None  # MAILTO: mail_on_failure
 
 
 @dataclass
@@ -125,6 +127,7 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
     zone: str | None = None
     timer: dict[str, str] = {}
     shell = DEFAULT_SHELL
+    mail: str | None = None
     taken: set[str] = set()
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -136,10 +139,12 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
         if m is not None:
             name, value = m.group(1), _unquote(m.group(2))
             if name == "MAILTO" and value:
-                out.notes.append(Problem(number, f"MAILTO={value}: jobgen does not mail a job's output; it goes to "
-                                         "the journal (add on_failure: [a unit that alerts] to be told of failures)"))
+                mail = None if notify.address_problem(value) else value
+                out.notes.append(Problem(number, f"MAILTO={value}: {_MAILTO_NOTE}" if mail else
+                                         f"MAILTO={value}: {notify.address_problem(value)}, so the jobs after it mail "
+                                         "no one (mail_on_failure takes one address)"))
             elif name == "MAILTO":
-                pass  # MAILTO="": no mail, which is what jobgen does anyway
+                mail = None  # MAILTO="": no mail
             elif name == "CRON_TZ":
                 if not timespec.timezone_is_valid(value):
                     out.problems.append(Problem(number, f"CRON_TZ={value} is not a time zone jobgen knows"))
@@ -175,10 +180,18 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
         if job is not None and not isinstance(job.schedule, dict):
             job = ImportedJob(**{**job.__dict__, "timer": tuple(sorted(timer.items()))})
         if job is not None:
+            job = ImportedJob(**{**job.__dict__, "mail": mail})
+        if job is not None:
             name = _unique(job.name, taken)
             taken.add(name)
             out.jobs.append(ImportedJob(**{**job.__dict__, "name": name}))
     return out
+
+
+# cron mails whatever a job prints; a timer's job prints to the journal, and jobgen mails
+# when a run fails (compiler/notify.py).
+_MAILTO_NOTE = ("the jobs after it get mail_on_failure: cron mails any output a job prints, jobgen mails when a run "
+                "fails (its status and last journal lines, through the host's sendmail); output goes to the journal")
 
 
 def _unquote(value: str) -> str:
@@ -424,6 +437,8 @@ def _manifest(imported: Imported, source: str) -> tuple[str, dict[str, tuple[int
             lines.append(f"    timezone: {job.timezone}")
         if job.user:
             lines.append(f"    user: {job.user}")
+        if job.mail:
+            lines.append(f"    mail_on_failure: {_q(job.mail)}")
         lines.append("    hardening: none")
         lines += [f"    {key}: {value}" for key, value in job.timer]
         if job.environment:
