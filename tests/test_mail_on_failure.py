@@ -149,3 +149,13 @@ def test_the_key_is_for_jobs_and_validated_where_it_is_written(tmp_path):
         validate.validate(load.load_file(str(path)), str(path))
     assert [str(d) for d in exc.value.diagnostics] == [
         f"{path}:3:63: error: job 'j': 'mail_on_failure': 'a@b,c@d' is not {notify.ADDRESS_RULE}"]
+
+
+def test_a_queue_jobs_drainer_mails_under_its_own_name(tmp_path):
+    files = _build(tmp_path, "command: [/bin/true]\nschedule: daily\noverlap: queue\nlock: {scope: host}\nmail_on_failure: root\n", "imp")
+    on_failure = {name: [line for line in data.decode().splitlines() if line.startswith("OnFailure=")]
+                  for name, data in files.items() if name.endswith(".service") and "@" not in name}
+    assert on_failure == {
+        "imp.service": [f"OnFailure={notify.mail_unit('imp.service', 'root')}"],
+        "imp-drain.service": [f"OnFailure={notify.mail_unit('imp-drain.service', 'root')}"],
+    }

@@ -469,15 +469,22 @@ def _emulate_defer(ctx: _Context, timer: _Unit, job: Job) -> bool:
 
 def _mail_on_failure(ctx: _Context, svc: _Unit, job: Job) -> None:
     """OnFailure= to the mail template's instance for this unit and address (compiler/notify.py)."""
+    for section, key, value in _mail_directives(ctx, job, svc.filename):
+        svc.set(section, key, value, job.where("mail_on_failure"), "mail_on_failure")
+
+
+def _mail_directives(ctx: _Context, job: Job, unit: str) -> tuple[tuple[str, str, Value], ...]:
+    """The OnFailure= that mails `unit`'s failure, when the job asks for it (a queue job's
+    drainer is renamed after _job_files: it asks with its own name)."""
     if not job.mail_on_failure:
-        return
-    pos = job.where("mail_on_failure")
-    mail = notify.mail_unit(svc.filename, job.mail_on_failure)
+        return ()
+    mail = notify.mail_unit(unit, job.mail_on_failure)
     if len(mail) > notify.UNIT_NAME_MAX:
-        ctx.error(pos, f"{ctx.what}: 'mail_on_failure': the unit that mails the failure, {mail}, would be {len(mail)} "
-                  f"characters; systemd refuses unit names over {notify.UNIT_NAME_MAX} (shorten the job name or the address)")
-        return
-    svc.set("Unit", "OnFailure", Raw(mail), pos, "mail_on_failure")
+        ctx.error(job.where("mail_on_failure"), f"{ctx.what}: 'mail_on_failure': the unit that mails the failure, {mail}, "
+                  f"would be {len(mail)} characters; systemd refuses unit names over {notify.UNIT_NAME_MAX} "
+                  "(shorten the job name or the address)")
+        return ()
+    return (("Unit", "OnFailure", Raw(mail)),)
 
 
 def _mail_template(jobs: tuple[Job, ...]) -> list[UnitFile]:
@@ -659,7 +666,8 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     ]
     # The drainer: the job's lock around `jobgen drain`; it loops until the queue is empty.
     # No TimeoutStartSec from 'timeout': one drain runs many requests (each one is bounded).
-    drain_job = replace(job, command=drain_cmd, overlap="skip", timeout_usec=None, schedule=replace(job.schedule, kind="every"))
+    drain_job = replace(job, command=drain_cmd, overlap="skip", timeout_usec=None, schedule=replace(job.schedule, kind="every"),
+                        mail_on_failure=None)  # added below, under the drainer's own name
     drain_units, _, lines = _job_files(ctx, drain_job)
     (svc,) = [u for u in drain_units if u.kind == "service"]
     svc = replace(svc, filename=drainer, comment=f"job {job.name}: drains its queue, one request at a time under its lock")
@@ -671,7 +679,8 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     # (systemd.service(5) Type=); the drain itself is unbounded (no TimeoutStartSec=).
     _adding(ctx, svc, ("Service", "Type", Raw("exec")))  # through the gate; set in place below
     svc = _without(svc, {("Service", "ExecStopPost"), ("Service", "TimeoutStartSec")},
-                   _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool)))
+                   _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool),
+                           *_mail_directives(ctx, job, drainer)))
     svc = replace(svc, sections=tuple((name, tuple((k, Raw("exec") if (name, k) == ("Service", "Type") else v) for k, v in d))
                                       for name, d in svc.sections))
     files = [*units, svc]
