@@ -159,3 +159,29 @@ def test_a_queue_jobs_drainer_mails_under_its_own_name(tmp_path):
         "imp.service": [f"OnFailure={notify.mail_unit('imp.service', 'root')}"],
         "imp-drain.service": [f"OnFailure={notify.mail_unit('imp-drain.service', 'root')}"],
     }
+
+
+def test_the_generator_takes_the_shared_template_from_every_manifest(tmp_path):
+    # Two manifests in /etc/jobgen that both mail: one template unit, neither manifest refused.
+    from jobgen.host import generator
+
+    for name in ("a", "b"):
+        (tmp_path / f"{name}.yaml").write_text(
+            f"jobgen: 1\ntarget: {{systemd: '252'}}\njobs:\n  {name}-job: {{command: [/bin/true], schedule: daily, mail_on_failure: root}}\n")
+    outcome = generator.generate(sorted(tmp_path.glob("*.yaml")), str(tmp_path / "out"), 252)
+    assert outcome.skipped == [] and [d for d in outcome.diagnostics if d.severity == "error"] == []
+    assert notify.MAIL_TEMPLATE in outcome.files
+    assert {"a-job.service", "b-job.service"} <= set(outcome.files)
+
+
+@pytest.mark.parametrize("layout", ["flat", "etc", "usr", "debian"])
+def test_every_layout_places_the_template(tmp_path, layout):
+    from jobgen.compiler import layout as layouts
+
+    files = _build(tmp_path, "command: [/bin/true]\nschedule: daily\nmail_on_failure: root\n")
+    package = "shopjobs" if layout == "debian" else None
+    placed = layouts.arrange(layouts.LAYOUTS[layout], files, package)
+    [template] = [p for p in placed if p.endswith(notify.MAIL_TEMPLATE)]
+    assert template == layouts.place(layouts.LAYOUTS[layout], notify.MAIL_TEMPLATE, package)
+    if layout == "debian":  # installed, never enabled or started (a template)
+        assert b"\tdh_installsystemd -pshopjobs --name=jobgen-mail@\n" in placed["jobgen.mk"]

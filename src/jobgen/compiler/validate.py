@@ -465,7 +465,7 @@ def calendar_list(node: Seq) -> Schedule:
     (systemd.timer(5)); each item is checked at its own place. Only calendar expressions:
     Persistent=, RandomizedOffsetSec= and DeferReactivation= act on OnCalendar= alone, so a
     timer that mixed in OnBootSec= or OnUnitActiveSec= would apply them to part of its
-    schedule (README: Schedules)."""
+    schedule (README: Job keys)."""
     if not node.items:
         raise Invalid("a schedule list needs at least one calendar expression")
     problems: list[tuple[Pos, str]] = []
