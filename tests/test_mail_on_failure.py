@@ -185,3 +185,31 @@ def test_every_layout_places_the_template(tmp_path, layout):
     assert template == layouts.place(layouts.LAYOUTS[layout], notify.MAIL_TEMPLATE, package)
     if layout == "debian":  # installed, never enabled or started (a template)
         assert b"\tdh_installsystemd -pshopjobs --name=jobgen-mail@\n" in placed["jobgen.mk"]
+
+
+def _apply(manifest: Path, root: Path) -> subprocess.CompletedProcess:
+    import sys
+
+    return subprocess.run([sys.executable, "-m", "jobgen", "apply", str(manifest), "--root", str(root)],
+                          capture_output=True, text=True, timeout=120)
+
+
+@pytest.mark.skipif(shutil.which("systemctl") is None, reason="needs systemctl (systemd package) for --root")
+def test_apply_shares_the_template_between_manifests_and_never_removes_it(tmp_path):
+    root = tmp_path / "root"
+    root.mkdir()
+    job = "jobgen: 1\ntarget: {{systemd: '252'}}\njobs:\n  {name}: {{command: [/bin/true], schedule: daily{mail}}}\n"
+    a, b = tmp_path / "a.yaml", tmp_path / "b.yaml"
+    a.write_text(job.format(name="a-job", mail=", mail_on_failure: root"))
+    b.write_text(job.format(name="b-job", mail=", mail_on_failure: ops@example.com"))
+    template = root / "etc/systemd/system" / notify.MAIL_TEMPLATE
+    assert _apply(a, root).returncode == 0
+    written = template.read_bytes()
+    r = _apply(b, root)  # the same template from another manifest: not another manifest's file
+    assert r.returncode == 0, r.stderr
+    assert template.read_bytes() == written
+    # a stops mailing: a's apply leaves the template that b's job still names.
+    a.write_text(job.format(name="a-job", mail=""))
+    assert _apply(a, root).returncode == 0
+    assert template.read_bytes() == written
+    assert "OnFailure=" not in (root / "etc/systemd/system/a-job.service").read_text()
