@@ -7,7 +7,9 @@ that matter (shell syntax, %, CRON_TZ, nicknames, the day-of-month OR weekday ru
 The proof: CronOracle below reads cron's five fields on its own (it shares no code with
 compiler/cron.py) and lists the minutes cron fires at, over a year of wall-clock time, by the
 rules of crontab(5); jobgen's calendar engine must list exactly the same elapses for the
-OnCalendar= expression the importer wrote. Wall-clock time is UTC here: cron and systemd read
+OnCalendar= expression the importer wrote, or, for a list (cron's day-of-month OR weekday
+rule), the union of every expression's elapses: a timer elapses at each of its OnCalendar=
+lines (systemd.timer(5)). Wall-clock time is UTC here: cron and systemd read
 the same local time, and their DST handling differs (README: import-crontab), which the importer
 says in a note for CRON_TZ zones with DST.
 """
@@ -118,13 +120,29 @@ def _all_jobs():
 # ----------------------------------------------------------------------------- the proof
 
 
-@pytest.mark.parametrize("job", [j for j in _all_jobs() if isinstance(j.values[0].schedule, str)])
+def _union(calendars: tuple[str, ...], start: datetime, most: int) -> list[datetime]:
+    """The first `most` elapses of a timer with these OnCalendar= lines."""
+    return sorted({t for c in calendars for t in parse_calendar(c + " UTC").next_elapses(start, most)})[:most]
+
+
+@pytest.mark.parametrize("job", [j for j in _all_jobs() if not isinstance(j.values[0].schedule, dict)])
 def test_each_schedule_fires_exactly_when_cron_would_over_a_year(job):
     expected = CronOracle(job.cron_schedule).fires(PROOF_START, PROOF_END)
     assert expected, "a schedule that never fires proves nothing"
-    got = parse_calendar(job.schedule + " UTC").next_elapses(PROOF_START, len(expected) + 1)
+    calendars = (job.schedule,) if isinstance(job.schedule, str) else job.schedule
+    got = _union(calendars, PROOF_START, len(expected) + 1)
     assert got[: len(expected)] == expected
     assert len(got) == len(expected) or got[-1] > PROOF_END
+
+
+def test_the_proof_covers_the_day_of_month_or_weekday_rule():
+    either = [j.values[0] for j in _all_jobs() if isinstance(j.values[0].schedule, tuple)]
+    assert sorted(j.cron_schedule for j in either) == ["0 0 1,15 * 5", "30 4 1,15 * fri"]
+    # Neither item alone is cron's schedule: the union is what the proof holds to it.
+    for job in either:
+        expected = CronOracle(job.cron_schedule).fires(PROOF_START, PROOF_END)
+        for one in job.schedule:
+            assert _union((one,), PROOF_START, len(expected)) != expected
 
 
 def test_the_oracle_applies_the_day_of_month_or_weekday_rule():
@@ -165,14 +183,31 @@ def test_a_cron_d_file_with_reboot_and_mailto():
         (17, {"after_boot": "1min"}, "www-data", ("/usr/local/bin/warm-cache", "--all")),
     ]
     assert [str(n) for n in imported.notes] == [
-        "line 15: MAILTO=ops@example.com: jobgen does not mail a job's output; it goes to the journal "
-        "(add on_failure: [a unit that alerts] to be told of failures)"]
+        "line 15: MAILTO=ops@example.com: the jobs after it get mail_on_failure: cron mails any output a job prints, "
+        "jobgen mails when a run fails (its status and last journal lines, through the host's sendmail); output goes "
+        "to the journal"]
+    # MAILTO applies to the lines after it (compiler/notify.py: the mail template).
+    assert [(j.line, j.mail) for j in imported.jobs] == [(14, None), (16, "ops@example.com"), (17, "ops@example.com")]
+    assert '    mail_on_failure: "ops@example.com"\n' in tool.manifest(imported, "php")
+
+
+@pytest.mark.parametrize(("line", "mail", "note"), [
+    ('MAILTO=""', None, None),  # cron: no mail
+    ("MAILTO=root", "root", "MAILTO=root: the jobs after it get mail_on_failure"),
+    ("MAILTO=a@example.com,b@example.com", None, "MAILTO=a@example.com,b@example.com: 'a@example.com,b@example.com' is "
+     "not an address such as ops@example.com, or a local user such as root, so the jobs after it mail no one "
+     "(mail_on_failure takes one address)"),
+])  # fmt: skip
+def test_mailto_becomes_mail_on_failure(line, mail, note):
+    imported = tool.read(f"MAILTO=ops@example.com\n{line}\n0 0 * * * /bin/true\n", "t", system=False)
+    assert [j.mail for j in imported.jobs] == [mail]
+    assert [n.message[: len(note)] for n in imported.notes[1:]] == ([note] if note else [])
 
 
 def test_a_user_crontab():
     imported = _import("shop", user="shop")
     jobs = {j.line: j for j in imported.jobs}
-    assert sorted(jobs) == [5, 7, 11, 14, 15, 17, 18, 19, 20, 21]
+    assert sorted(jobs) == [5, 7, 9, 11, 14, 15, 17, 18, 19, 20, 21]
     assert {j.user for j in imported.jobs} == {"shop"}
     assert jobs[5].command == ("/bin/sh", "-c", "cd /srv/shop && /usr/bin/php artisan schedule:run >> /var/log/shop/schedule.log 2>&1")
     assert jobs[7].command == ("/usr/local/bin/export-invoices", "--yesterday")
@@ -181,14 +216,14 @@ def test_a_user_crontab():
     assert (jobs[14].schedule, jobs[15].schedule) == ("*-*-* 00:00:00", "Sun *-*-* 00:00:00")  # @weekly is Sunday
     assert jobs[17].schedule == "Sun *-01..03,10..12-* 00/4:00:00" and jobs[17].timezone == "Europe/Berlin"
     assert jobs[7].timezone is None  # CRON_TZ applies to the lines after it
+    # cron's OR rule: the 1st and the 15th, or any Friday, is two OnCalendar= lines.
+    assert jobs[9].schedule == ("*-*-01,15 04:30:00", "Fri *-*-* 04:30:00")
     assert dict(jobs[5].environment) == {"APP_ENV": "production"}
 
 
 def test_untranslatable_lines_are_reported_with_their_number():
     imported = _import("shop", user="shop")
     assert [str(p) for p in imported.problems] == [
-        "line 9: '30 4 1,15 * fri' runs when the day of the month OR the weekday matches (crontab(5)), which takes two "
-        "OnCalendar= expressions: '*-*-01,15 04:30:00' and 'Fri *-*-* 04:30:00'; one job has one schedule, so make two jobs by hand",
         "line 13: an unescaped '%' ends the command in cron and sends the rest of the line to its standard input; rewrite it "
         "(e.g. with a here-document in a script) or escape it as '\\%' if it is meant literally",
         "line 22: '61 * * * *': minute: 61 is out of range 0-59",
@@ -219,14 +254,20 @@ def test_cli_writes_the_manifest_and_exits_1_when_lines_were_left_out(tmp_path):
     out = tmp_path / "shop.yaml"
     result = _jobgen("import-crontab", "tests/crontabs/shop", "--user", "shop", "-o", str(out))
     assert result.returncode == 1, result.stderr
-    assert result.stderr.splitlines()[-1] == "jobgen: 10 jobs imported; 4 lines not translated"
-    assert "tests/crontabs/shop:9: error: '30 4 1,15 * fri' runs when" in result.stderr
+    assert result.stderr.splitlines()[-1] == "jobgen: 11 jobs imported; 3 lines not translated"
+    assert "tests/crontabs/shop:9:" not in result.stderr
     assert "tests/crontabs/shop:2: note" not in result.stderr  # MAILTO="" asks for no mail: nothing to say
     assert result.stdout == ""
     # The real tools accept what it wrote.
     assert _jobgen("check", str(out)).returncode == 0
     plan = _jobgen("plan", str(out), "--from", "2027-01-01T00:00:00Z", "--job", "shop-export-invoices-l7", "--next", "1")
     assert "  next      Fri 2027-01-01 02:00:00 UTC" in plan.stdout
+    # The OR rule's list: plan shows both lines and merges their elapses.
+    plan = _jobgen("plan", str(out), "--from", "2027-01-01T00:00:00Z", "--job", "shop-payout-report-l9", "--next", "3")
+    assert ("  schedule  OnCalendar=*-*-01,15 04:30:00; OnCalendar=Fri *-*-* 04:30:00 (host local time, shown in UTC)\n"
+            "  next      Fri 2027-01-01 04:30:00 UTC\n"
+            "            Fri 2027-01-08 04:30:00 UTC\n"
+            "            Fri 2027-01-15 04:30:00 UTC\n") in plan.stdout, plan.stdout
     # Never overwrites without being asked.
     again = _jobgen("import-crontab", "tests/crontabs/shop", "-o", str(out))
     assert (again.returncode, again.stderr.strip()) == (2, f"jobgen: error: {out} exists; pass --force to overwrite it")
@@ -301,8 +342,6 @@ def test_control_variables_become_timer_keys_or_notes_never_environment():
 def test_lines_that_cannot_be_translated_say_why():
     imported = _import("tricky", user="shop")
     assert [str(p) for p in sorted(imported.problems, key=lambda p: p.line)] == [
-        "line 24: '0 0 1,15 * 5' runs when the day of the month OR the weekday matches (crontab(5)), which takes two "
-        "OnCalendar= expressions: '*-*-01,15 00:00:00' and 'Fri *-*-* 00:00:00'; one job has one schedule, so make two jobs by hand",
         "line 25: jobgen refuses the translation: job 'tricky-switched-off-l25': 'schedule': calendar expression "
         "'*-02-31 00:00:00' never elapses: no date from 1970 to 2199 matches it (systemd would accept it and never run the job)",
         "line 26: '@every' is not cron syntax (Go's cron libraries have it); for a run every SPAN write schedule: {every: SPAN}",
@@ -316,7 +355,7 @@ def test_a_line_that_never_runs_is_reported_and_the_rest_written(tmp_path):
     assert (f"{CRONTABS / 'tricky'}:25: error: jobgen refuses the translation: job 'tricky-switched-off-l25': 'schedule': calendar "
             "expression '*-02-31 00:00:00' never elapses: no date from 1970 to 2199 matches it (systemd would accept "
             "it and never run the job)") in r.stderr.splitlines()
-    assert r.stderr.splitlines()[-1] == "jobgen: 18 jobs imported; 3 lines not translated"
+    assert r.stderr.splitlines()[-1] == "jobgen: 19 jobs imported; 2 lines not translated"
     written = out.read_text()
     assert "# line 25 not imported: jobgen refuses the translation: job 'tricky-switched-off-l25'" in written
     assert not [name for name in yaml.safe_load(written)["jobs"] if "switched-off" in name]

@@ -17,8 +17,8 @@ Semantics are Debian's cron (Vixie cron 4.1 with Debian patches) and cronie alik
   `@weekly` is Sunday 00:00 in cron, while systemd's `weekly` is Monday: the translation says Sun.
 
 A translation is an OnCalendar= expression with the same elapses; the OR rule needs two
-expressions (a systemd timer can have two OnCalendar= lines, a jobgen job has one schedule),
-so `to_calendar` returns a tuple. tests/test_crontab.py proves every translation against an
+expressions (a systemd timer can have two OnCalendar= lines; a jobgen schedule can be a list
+of them), so `to_calendar` returns a tuple. tests/test_crontab.py proves every translation against an
 independent evaluator of these rules over a year.
 """
 
@@ -233,5 +233,5 @@ def suggestion(text: str) -> str | None:
     calendars = to_calendar(schedule)
     if len(calendars) == 2:
         return (f"this is {what}; cron runs it when the day of the month OR the weekday matches, which takes "
-                f"two OnCalendar= expressions, '{calendars[0]}' and '{calendars[1]}': make two jobs")
+                f"two OnCalendar= expressions: write schedule: ['{calendars[0]}', '{calendars[1]}']")
     return f"this is {what}; the OnCalendar= equivalent is '{calendars[0]}'{NICKNAME_NOTES.get(word, '')}"

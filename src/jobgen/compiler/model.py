@@ -28,6 +28,15 @@ class Schedule:
     calendar: str | None = None  # normalized OnCalendar= expression (with time zone)
     usec: int | None = None  # for every / after_boot
     has_timezone: bool = False
+    # `schedule:` as a list: the further expressions, each its own OnCalendar= line; the
+    # timer elapses at every one of them (systemd.timer(5): OnCalendar= "may be specified
+    # more than once").
+    also: tuple[str, ...] = ()
+
+    @property
+    def calendars(self) -> tuple[str, ...]:
+        """Every OnCalendar= expression, in the order written."""
+        return (self.calendar, *self.also) if self.calendar is not None else ()
 
 
 @dataclass(frozen=True)
@@ -89,6 +98,7 @@ class Job(Common):
     randomized_offset_usec: int | None = None
     accuracy_usec: int | None = None
     on_success: tuple[str, ...] = ()
+    mail_on_failure: str | None = None  # compiler/notify.py
     queue: Queue | None = None  # set exactly when overlap is 'queue'
 
     @property

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from jobgen.compiler import escape, names, timespec
+from jobgen.compiler import escape, names, notify, timespec
 from jobgen.compiler.context import RunSpec, process_context
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
 from jobgen.compiler.model import Common, Job, Manifest, Worker
@@ -467,6 +467,33 @@ def _emulate_defer(ctx: _Context, timer: _Unit, job: Job) -> bool:
     return False
 
 
+def _mail_on_failure(ctx: _Context, svc: _Unit, job: Job) -> None:
+    """OnFailure= to the mail template's instance for this unit and address (compiler/notify.py)."""
+    for section, key, value in _mail_directives(ctx, job, svc.filename):
+        svc.set(section, key, value, job.where("mail_on_failure"), "mail_on_failure")
+
+
+def _mail_directives(ctx: _Context, job: Job, unit: str) -> tuple[tuple[str, str, Value], ...]:
+    """The OnFailure= that mails `unit`'s failure, when the job asks for it (a queue job's
+    drainer is renamed after _job_files: it asks with its own name)."""
+    if not job.mail_on_failure:
+        return ()
+    mail = notify.mail_unit(unit, job.mail_on_failure)
+    if len(mail) > notify.UNIT_NAME_MAX:
+        ctx.error(job.where("mail_on_failure"), f"{ctx.what}: 'mail_on_failure': the unit that mails the failure, {mail}, "
+                  f"would be {len(mail)} characters; systemd refuses unit names over {notify.UNIT_NAME_MAX} "
+                  "(shorten the job name or the address)")
+        return ()
+    return (("Unit", "OnFailure", Raw(mail)),)
+
+
+def _mail_template(jobs: tuple[Job, ...]) -> list[UnitFile]:
+    """The mail template, once per output, when any job mails (templates/mail.j2)."""
+    if not any(j.mail_on_failure for j in jobs):
+        return []
+    return [UnitFile(notify.MAIL_TEMPLATE, "mail", comment="mails a failed unit's status (mail_on_failure)")]
+
+
 def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[str]]:
     ctx.pos, ctx.what = job.pos, f"job '{job.name}'"
     argv, lockfile = _lock_argv(ctx, job)
@@ -479,7 +506,10 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     if sched.kind == "calendar":
         # A time zone (235) or '~' (233) in the expression is gated by set, at the key that wrote it.
         asked = "timezone" if "timezone" in job.keypos else "schedule"
-        timer.set("Timer", "OnCalendar", Raw(sched.calendar or ""), job.where(asked), asked)
+        # A list: one OnCalendar= line per expression, in the order written (systemd.timer(5):
+        # the timer elapses at each; the order changes nothing but keeps the bytes stable).
+        for expression in sched.calendars:
+            timer.set("Timer", "OnCalendar", Raw(expression), job.where(asked), asked)
     elif sched.kind == "every":
         # Runs start every N: the first N after the timer starts, then N after each start.
         # With overlap: skip the interval is counted from the end of the previous run
@@ -500,6 +530,7 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     svc.set("Unit", "Description", Raw(description))
     svc.set("Service", "Type", Raw("oneshot"))
     _write_keys({"Unit": svc, "Service": svc, "Timer": timer}, job, JOB_KEYS)
+    _mail_on_failure(ctx, svc, job)
     if job.lock is not None and job.lock.kind.server:
         # The lock server is on the network: at boot a timer (Persistent=, OnBootSec=) can
         # start the job before it is reachable (systemd.special(7) network-online.target).
@@ -635,7 +666,8 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     ]
     # The drainer: the job's lock around `jobgen drain`; it loops until the queue is empty.
     # No TimeoutStartSec from 'timeout': one drain runs many requests (each one is bounded).
-    drain_job = replace(job, command=drain_cmd, overlap="skip", timeout_usec=None, schedule=replace(job.schedule, kind="every"))
+    drain_job = replace(job, command=drain_cmd, overlap="skip", timeout_usec=None, schedule=replace(job.schedule, kind="every"),
+                        mail_on_failure=None)  # added below, under the drainer's own name
     drain_units, _, lines = _job_files(ctx, drain_job)
     (svc,) = [u for u in drain_units if u.kind == "service"]
     svc = replace(svc, filename=drainer, comment=f"job {job.name}: drains its queue, one request at a time under its lock")
@@ -647,7 +679,8 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     # (systemd.service(5) Type=); the drain itself is unbounded (no TimeoutStartSec=).
     _adding(ctx, svc, ("Service", "Type", Raw("exec")))  # through the gate; set in place below
     svc = _without(svc, {("Service", "ExecStopPost"), ("Service", "TimeoutStartSec")},
-                   _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool)))
+                   _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool),
+                           *_mail_directives(ctx, job, drainer)))
     svc = replace(svc, sections=tuple((name, tuple((k, Raw("exec") if (name, k) == ("Service", "Type") else v) for k, v in d))
                                       for name, d in svc.sections))
     files = [*units, svc]
@@ -737,6 +770,7 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
         tmp_lines += lines
     for worker in manifest.workers:
         files += _worker_files(ctx, worker)
+    files += _mail_template(manifest.jobs)
     if tmp_lines:
         # Jobs never create or delete lock files (a lock is the kernel lock on an open
         # file, not the file's existence): systemd-tmpfiles does, from these lines.

@@ -62,7 +62,8 @@ def render_file(plan: Plan, unit: UnitFile, common: dict[str, str] | None = None
 
 
 def _common(plan: Plan) -> dict[str, str]:
-    return {"header": header.line(Path(plan.manifest).name), "target": plan.target.describe(), "version": __version__}
+    return {"header": header.line(Path(plan.manifest).name), "shared_header": header.SHARED,
+            "target": plan.target.describe(), "version": __version__}
 
 
 def render(plan: Plan) -> dict[str, bytes]:

@@ -23,7 +23,7 @@ from pathlib import PurePath
 from typing import Any, Callable
 from zoneinfo import available_timezones
 
-from jobgen.compiler import cron, limits, names, shellwords, timespec
+from jobgen.compiler import cron, limits, names, notify, shellwords, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.escape import CONTROL, SURROGATE
 from jobgen.compiler.load import Map, Node, Scalar, Seq
@@ -313,6 +313,14 @@ def environment(node: Node) -> tuple[tuple[str, str], ...]:
     return tuple(sorted(pairs))
 
 
+def mail_address(node: Node) -> str:
+    """`mail_on_failure:` (compiler/notify.py: the address rule and why it is narrow)."""
+    value = _scalar(node, notify.ADDRESS_RULE)
+    if problem := notify.address_problem(value):
+        raise Invalid(problem)
+    return value
+
+
 def unit_names(node: Node) -> tuple[str, ...]:
     items = node.items if isinstance(node, Seq) else (node,)
     units = []
@@ -447,15 +455,19 @@ _SCHEDULE_FORMS = {
 def schedule(node: Node) -> Schedule:
     if isinstance(node, Scalar):
         return calendar(node)
+    if isinstance(node, Seq):
+        return calendar_list(node)
     if not isinstance(node, Map):
         raise Invalid(
-            f"expected a calendar expression or a mapping with one of {', '.join(_SCHEDULE_FORMS)}, got {_kind(node)}"
+            f"expected a calendar expression, a list of them or a mapping with one of {', '.join(_SCHEDULE_FORMS)}, "
+            f"got {_kind(node)}"
         )
     if len(node.items) != 1:
         written = ", ".join(k.value for k, _ in node.items) or "nothing"
         raise Invalid(
             f"a schedule mapping takes exactly one of {', '.join(_SCHEDULE_FORMS)}; got {written}"
-            " (a job has one schedule: make a second job for another one)"
+            " (several calendar expressions go in a list, schedule: ['Mon 02:00', 'Fri 04:00']; every and after_boot"
+            " stand alone: make a second job for them)"
         )
     key, value = node.items[0]
     form = _SCHEDULE_FORMS.get(key.value)
@@ -465,6 +477,46 @@ def schedule(node: Node) -> Schedule:
         return form(value)
     except Invalid as exc:
         raise Invalid(exc.message, exc.pos or value.pos) from None
+
+
+def calendar_list(node: Seq) -> Schedule:
+    """`schedule: [EXPR, ...]`: one OnCalendar= line each, the timer elapsing at every one
+    (systemd.timer(5)); each item is checked at its own place. Only calendar expressions:
+    Persistent=, RandomizedOffsetSec= and DeferReactivation= act on OnCalendar= alone, so a
+    timer that mixed in OnBootSec= or OnUnitActiveSec= would apply them to part of its
+    schedule (README: Job keys)."""
+    if not node.items:
+        raise Invalid("a schedule list needs at least one calendar expression")
+    problems: list[tuple[Pos, str]] = []
+    found: list[tuple[Schedule, str | None]] = []
+    first_at: dict[str, tuple[int, str]] = {}
+    for i, item in enumerate(node.items, start=1):
+        where = f"'schedule' item {i}"
+        if not isinstance(item, Scalar) or item.is_null:
+            problems.append((item.pos, f"{where}: expected a calendar expression, got {_kind(item)} (a schedule list "
+                             "holds calendar expressions only; every and after_boot are schedules of their own)"))
+            continue
+        try:
+            one = calendar(item)
+        except Invalid as exc:
+            problems.append((exc.pos or item.pos, f"{where}: {exc.message}"))
+            continue
+        if one.calendar in first_at:
+            n, text = first_at[one.calendar]
+            problems.append((item.pos, f"{where}: '{item.value}' repeats item {n}, '{text}' (both are "
+                             f"'{one.calendar}'); remove one"))
+            continue
+        first_at[one.calendar or ""] = (i, item.value)
+        found.append((one, timespec.parse_calendar(one.calendar or "").timezone))
+    zones = {zone for _, zone in found}
+    if not problems and len(zones) > 1:
+        shown = ", ".join(sorted(z or "none" for z in zones))
+        problems.append((node.pos, f"'schedule': the expressions of a list must all name the same time zone or none "
+                         f"(got {shown}); write it once with the 'timezone' key"))
+    if problems:
+        raise InvalidEntries(problems)
+    calendars = [one.calendar or "" for one, _ in found]
+    return Schedule("calendar", calendar=calendars[0], also=tuple(calendars[1:]), has_timezone=zones != {None})
 
 
 @dataclass(frozen=True)
@@ -602,6 +654,7 @@ JOB_KEYS: dict[str, Key] = COMMON_KEYS | {
     "randomized_offset": Key("randomized_offset_usec", timespan, Writes("Timer", "RandomizedOffsetSec", "span")),
     "accuracy": Key("accuracy_usec", timespan),
     "on_success": Key("on_success", unit_names, Writes("Unit", "OnSuccess", "units")),
+    "mail_on_failure": Key("mail_on_failure", mail_address),
     "queue": Key("queue", queue_settings),
 }
 
@@ -796,7 +849,8 @@ def _job_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Problems
         elif sched.has_timezone:
             p.error(keypos["timezone"], f"{what}: the calendar expression already names a time zone; remove one of them")
         else:
-            v["schedule"] = Schedule("calendar", calendar=f"{sched.calendar} {tz}", has_timezone=True)
+            v["schedule"] = Schedule("calendar", calendar=f"{sched.calendar} {tz}", has_timezone=True,
+                                     also=tuple(f"{c} {tz}" for c in sched.also))
     if sched is not None and sched.kind != "calendar":
         for key in ("persistent", "randomized_offset", "fixed_random_delay"):
             if key in keypos:

@@ -156,7 +156,9 @@ def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) 
         if why:
             refused.append(f"{where.root / rel} {why}")
         elif data is not None:
-            if header.owner(data, {made_by[rel]}) is None:
+            if header.shared(data):
+                existing[rel] = data  # the mail template: any manifest's (compiler/header.py SHARED)
+            elif header.owner(data, {made_by[rel]}) is None:
                 theirs = header.manifest_of(data)
                 by = f"jobgen wrote it from {theirs}, not {made_by[rel]}" if theirs else "jobgen did not write it"
                 refused.append(f"{where.root / rel} exists and {by}: move it away or rename the job")

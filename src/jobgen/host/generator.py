@@ -49,6 +49,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
+from jobgen.compiler.notify import MAIL_TEMPLATE
 
 if TYPE_CHECKING:
     from jobgen.compiler.target import Target
@@ -241,7 +242,7 @@ def _clashes(compiled: _Compiled, taken: dict[str, str]) -> list[Diagnostic]:
         stem = name.rsplit(".", 1)[0].rstrip("@")
         if name in (LOCKS_UNIT, REPORT_UNIT):
             problems.append(Diagnostic(pos, ERROR, f"'{stem}': the name {name} is taken by a unit of jobgen-generator's own; rename it"))
-        elif name in taken:
+        elif name in taken and name != MAIL_TEMPLATE:  # the mail template is shared: the same unit from any manifest
             problems.append(Diagnostic(pos, ERROR, f"'{stem}': {name} is also generated from {taken[name]}; unit names must be unique across all manifests; rename one"))
         elif vendor := _vendor_unit(name):
             problems.append(Diagnostic(pos, ERROR, f"'{stem}': {name} would replace the installed unit {vendor} (generated units rank above /usr/lib); rename it"))

@@ -7,7 +7,7 @@ crontabs (no user column; the user is given). What each line becomes:
 * `m h dom mon dow` or `@nickname`: a calendar schedule via compiler/cron.py, checked here
   against cron's rules over CHECK_DAYS days (tests/test_crontab.py proves each
   over a year against an independent evaluator). Cron's day-of-month OR day-of-week rule takes
-  two OnCalendar= expressions, which one job cannot hold: such a line is reported, not guessed.
+  two OnCalendar= expressions: a two-item `schedule:` list, checked as the union of both.
 * `@reboot`: `{after_boot: 1min}` (cron.REBOOT_AFTER_BOOT), a run once per boot.
 * the command: cron runs every command with `$SHELL -c` (default /bin/sh), so a command with
   shell syntax becomes `[SHELL, -c, "..."]`; a plain one with an absolute program becomes an
@@ -15,7 +15,8 @@ crontabs (no user column; the user is given). What each line becomes:
   a string `command:` follows too). `\\%` is a literal %; an unescaped `%` (the rest of the line is the command's
   standard input in cron) is reported.
 * `NAME=value` lines: the environment of the jobs after them; `CRON_TZ` their time zone;
-  `SHELL` the shell; `MAILTO` is reported (jobgen does not mail: use on_failure).
+  `SHELL` the shell; `MAILTO=ADDRESS` the `mail_on_failure:` of the jobs after it
+  (compiler/notify.py), `MAILTO=""` none.
 
 Every problem is (line number, message); a line with a problem produces no job.
 """
@@ -31,7 +32,7 @@ from pathlib import PurePath
 from typing import Callable
 from zoneinfo import ZoneInfo
 
-from jobgen.compiler import cron, shellwords, timespec
+from jobgen.compiler import cron, notify, shellwords, timespec
 from jobgen.compiler.names import ENV_NAME, USER_NAME
 
 # The importer compares cron's rules with jobgen's calendar engine (systemd's algorithm, with
@@ -73,12 +74,14 @@ class ImportedJob:
     line: int
     source: str  # the crontab line as written
     cron_schedule: str  # the five fields or the @nickname
-    schedule: str | dict  # an OnCalendar= expression or {"after_boot": cron.REBOOT_AFTER_BOOT}
+    # An OnCalendar= expression, a tuple of them (cron's OR rule), or {"after_boot": ...}.
+    schedule: str | tuple[str, ...] | dict
     timezone: str | None
     command: tuple[str, ...]
     user: str | None
     environment: tuple[tuple[str, str], ...]
     timer: tuple[tuple[str, str], ...] = ()  # manifest keys from cron's control variables
+    mail: str | None = None  # MAILTO: mail_on_failure
 
 
 @dataclass
@@ -124,6 +127,7 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
     zone: str | None = None
     timer: dict[str, str] = {}
     shell = DEFAULT_SHELL
+    mail: str | None = None
     taken: set[str] = set()
     for number, raw in enumerate(text.splitlines(), start=1):
         line = raw.strip()
@@ -135,10 +139,12 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
         if m is not None:
             name, value = m.group(1), _unquote(m.group(2))
             if name == "MAILTO" and value:
-                out.notes.append(Problem(number, f"MAILTO={value}: jobgen does not mail a job's output; it goes to "
-                                         "the journal (add on_failure: [a unit that alerts] to be told of failures)"))
+                mail = None if notify.address_problem(value) else value
+                out.notes.append(Problem(number, f"MAILTO={value}: {_MAILTO_NOTE}" if mail else
+                                         f"MAILTO={value}: {notify.address_problem(value)}, so the jobs after it mail "
+                                         "no one (mail_on_failure takes one address)"))
             elif name == "MAILTO":
-                pass  # MAILTO="": no mail, which is what jobgen does anyway
+                mail = None  # MAILTO="": no mail
             elif name == "CRON_TZ":
                 if not timespec.timezone_is_valid(value):
                     out.problems.append(Problem(number, f"CRON_TZ={value} is not a time zone jobgen knows"))
@@ -171,13 +177,21 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
                                         f"really is '{owner} ...'"))
             continue
         job = _job(number, raw, stem, system=system, user=user, zone=zone, shell=shell, env=env, out=out)
-        if job is not None and isinstance(job.schedule, str):
+        if job is not None and not isinstance(job.schedule, dict):
             job = ImportedJob(**{**job.__dict__, "timer": tuple(sorted(timer.items()))})
+        if job is not None:
+            job = ImportedJob(**{**job.__dict__, "mail": mail})
         if job is not None:
             name = _unique(job.name, taken)
             taken.add(name)
             out.jobs.append(ImportedJob(**{**job.__dict__, "name": name}))
     return out
+
+
+# cron mails whatever a job prints; a timer's job prints to the journal, and jobgen mails
+# when a run fails (compiler/notify.py).
+_MAILTO_NOTE = ("the jobs after it get mail_on_failure: cron mails any output a job prints, jobgen mails when a run "
+                "fails (its status and last journal lines, through the host's sendmail); output goes to the journal")
 
 
 def _unquote(value: str) -> str:
@@ -245,7 +259,7 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
         source=" ".join(raw.split()),
         cron_schedule=when,
         schedule=schedule,
-        timezone=zone if isinstance(schedule, str) else None,
+        timezone=None if isinstance(schedule, dict) else zone,
         command=command,
         user=None if owner == "root" else owner,
         environment=tuple(sorted(env.items())),
@@ -272,7 +286,7 @@ def _command(number: int, text: str, shell: str, out: Imported) -> tuple[str, ..
     return (shell, "-c", text)
 
 
-def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | dict | None:
+def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | tuple[str, ...] | dict | None:
     if when.lower() == cron.REBOOT:
         return {"after_boot": cron.REBOOT_AFTER_BOOT}
     if when.lower() in cron.FOREIGN_NICKNAMES:
@@ -286,16 +300,13 @@ def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | 
     except cron.CronError as exc:
         out.problems.append(Problem(number, f"'{when}': {exc}"))
         return None
+    # Both day fields restricted: cron runs when either matches (crontab(5)), which is two
+    # OnCalendar= lines on one timer, a two-item list; checked as their union.
     calendars = cron.to_calendar(parsed)
-    if len(calendars) != 1:
-        out.problems.append(Problem(number, f"'{when}' runs when the day of the month OR the weekday matches "
-                                    f"(crontab(5)), which takes two OnCalendar= expressions: '{calendars[0]}' and "
-                                    f"'{calendars[1]}'; one job has one schedule, so make two jobs by hand"))
-        return None
-    if (problem := check(parsed, calendars[0], zone)) is not None:
+    if (problem := check(parsed, calendars, zone)) is not None:
         out.problems.append(Problem(number, f"'{when}': no faithful translation: {problem}"))
         return None
-    return calendars[0]
+    return calendars[0] if len(calendars) == 1 else calendars
 
 
 def _has_dst(zone: str) -> bool:
@@ -325,22 +336,35 @@ def cron_times(s: cron.CronSchedule, start: datetime, end: datetime, most: int |
     return out
 
 
-def check(s: cron.CronSchedule, calendar: str, zone: str | None = None) -> str | None:
-    """Compare the calendar's elapses with cron's around every PROBE and over CHECK_DAYS, in
-    wall-clock time (UTC: cron and systemd read the same local time; their DST rules differ,
-    README: import-crontab); None when they are the same. The expression must also be
-    computable in the zone the job runs in (systemd 252 loops forever on some, in some zones)."""
-    engine = timespec.parse_calendar(calendar + " UTC")
+class _Union:
+    """A timer's OnCalendar= lines: it elapses at each one's elapses (systemd.timer(5))."""
+
+    def __init__(self, calendars: tuple[str, ...]):
+        self.parts = [timespec.parse_calendar(c + " UTC") for c in calendars]
+
+    def next_elapses(self, start: datetime, n: int) -> list[datetime]:
+        return sorted({t for part in self.parts for t in part.next_elapses(start, n)})[:n]
+
+
+def check(s: cron.CronSchedule, calendars: str | tuple[str, ...], zone: str | None = None) -> str | None:
+    """Compare the elapses of the calendar (or the union of the calendars) with cron's around
+    every PROBE and over CHECK_DAYS, in wall-clock time (UTC: cron and systemd read the same
+    local time; their DST rules differ, README: import-crontab); None when they are the same.
+    Each expression must also be computable in the zone the job runs in (systemd 252 loops
+    forever on some, in some zones)."""
+    calendars = (calendars,) if isinstance(calendars, str) else calendars
+    calendar = "' + '".join(calendars)  # how a message names them
+    engine = _Union(calendars)
     windows = [(base, base + timedelta(hours=PROBE_HOURS), PROBE_ELAPSES) for base in PROBES]
     windows.append((CHECK_FROM, CHECK_FROM + timedelta(days=CHECK_DAYS), CHECK_ELAPSES))
     for start, end, most in windows:
         if (problem := _differs(s, calendar, engine, start, end, most)) is not None:
             return problem
-    if zone is not None:
+    for one in calendars if zone is not None else ():
         try:
-            timespec.parse_calendar(f"{calendar} {zone}").next_elapses(CHECK_FROM, 2)
+            timespec.parse_calendar(f"{one} {zone}").next_elapses(CHECK_FROM, 2)
         except ValueError as exc:
-            return f"systemd cannot compute '{calendar}' in {zone}: {exc}"
+            return f"systemd cannot compute '{one}' in {zone}: {exc}"
     return None
 
 
@@ -405,12 +429,16 @@ def _manifest(imported: Imported, source: str) -> tuple[str, dict[str, tuple[int
         lines.append("    command: [" + ", ".join(_q(w) for w in job.command) + "]")
         if isinstance(job.schedule, dict):
             lines.append(f"    schedule: {{after_boot: {job.schedule['after_boot']}}}")
+        elif isinstance(job.schedule, tuple):
+            lines.append("    schedule: [" + ", ".join(_q(c) for c in job.schedule) + "]")
         else:
             lines.append(f"    schedule: {_q(job.schedule)}")
         if job.timezone:
             lines.append(f"    timezone: {job.timezone}")
         if job.user:
             lines.append(f"    user: {job.user}")
+        if job.mail:
+            lines.append(f"    mail_on_failure: {_q(job.mail)}")
         lines.append("    hardening: none")
         lines += [f"    {key}: {value}" for key, value in job.timer]
         if job.environment:

@@ -95,6 +95,7 @@ JSON_SCHEMA: dict = {
             "schedule": _obj({
                 "kind": {"enum": ["calendar", "every", "after_boot"]},
                 "on_calendar": _STR_OR_NULL,
+                "on_calendars": {"type": "array", "items": {"type": "string"}},
                 "time_zone": _STR_OR_NULL,
                 "time_zone_from_manifest": {"type": "boolean"},
                 "interval_usec": _USEC_OR_NULL,
@@ -165,7 +166,8 @@ class Runner:
 class JobReport:
     name: str
     kind: str  # calendar | every | after_boot
-    on_calendar: str | None
+    on_calendar: str | None  # the first OnCalendar= line (format 1); on_calendars holds them all
+    on_calendars: tuple[str, ...]
     time_zone: str | None  # the zone elapses are computed in
     zone_from_manifest: bool
     interval_usec: int | None  # every / after_boot
@@ -191,6 +193,7 @@ class JobReport:
             "schedule": {
                 "kind": self.kind,
                 "on_calendar": self.on_calendar,
+                "on_calendars": list(self.on_calendars),
                 "time_zone": self.time_zone,
                 "time_zone_from_manifest": self.zone_from_manifest,
                 "interval_usec": self.interval_usec,
@@ -312,14 +315,30 @@ def _span_of(unit: UnitFile | None, key: str) -> int | None:
     return timespec.parse_timespan(values[0].text)
 
 
-def _calendar(job: Job, local_zone: str) -> tuple[timespec.Calendar, str, bool]:
-    """The job's OnCalendar= parsed, computed in its own zone or in `local_zone`."""
-    cal = timespec.parse_calendar(job.schedule.calendar or "")
-    if cal.timezone is not None:
-        return cal, cal.timezone, True
+@dataclass(frozen=True)
+class _Union:
+    """Several OnCalendar= lines on one timer: it elapses at each one's elapses
+    (systemd.timer(5)), so their merged, de-duplicated times. One expression is a union of one."""
+
+    parts: tuple[timespec.Calendar, ...]
+
+    def next_elapses(self, start: datetime, n: int, **kw) -> list[datetime]:
+        return sorted({t for c in self.parts for t in c.next_elapses(start, n, **kw)})[:n]
+
+    def replace(self, **changes) -> "_Union":
+        return _Union(tuple(dataclasses.replace(c, **changes) for c in self.parts))
+
+
+def _calendar(job: Job, local_zone: str) -> tuple[_Union, str, bool]:
+    """The job's OnCalendar= lines parsed, computed in their own zone (validate.py: a list
+    names one zone or none) or in `local_zone`."""
+    cal = _Union(tuple(timespec.parse_calendar(c) for c in job.schedule.calendars))
+    zone = cal.parts[0].timezone
+    if zone is not None:
+        return cal, zone, True
     if local_zone == "UTC":
-        return dataclasses.replace(cal, utc=True, timezone="UTC"), "UTC", False
-    return dataclasses.replace(cal, timezone=local_zone), local_zone, False
+        return cal.replace(utc=True, timezone="UTC"), "UTC", False
+    return cal.replace(timezone=local_zone), local_zone, False
 
 
 def _facts(job: Job, files: dict[str, UnitFile], start: datetime, n: int, local_zone: str) -> JobReport:
@@ -327,10 +346,11 @@ def _facts(job: Job, files: dict[str, UnitFile], start: datetime, n: int, local_
     service = files.get(f"{job.name}.service")
     sched = job.schedule
     next_: tuple[datetime, ...] = ()
-    zone, from_manifest, on_calendar = None, False, None
+    zone, from_manifest, on_calendar, on_calendars = None, False, None, ()
     if sched.kind == "calendar":
         cal, zone, from_manifest = _calendar(job, local_zone)
         on_calendar = sched.calendar
+        on_calendars = sched.calendars
         next_ = tuple(cal.next_elapses(start, n))
     accuracy = _span_of(timer, "AccuracySec")
     deferral = "none"
@@ -342,6 +362,7 @@ def _facts(job: Job, files: dict[str, UnitFile], start: datetime, n: int, local_
         name=job.name,
         kind=sched.kind,
         on_calendar=on_calendar,
+        on_calendars=on_calendars,
         time_zone=zone,
         zone_from_manifest=from_manifest,
         interval_usec=sched.usec,
@@ -406,7 +427,7 @@ def _runners(job: Job, manifest_path: str) -> tuple[Runner, ...]:
         else:
             other = (False, f"lock.scope {lock.scope} covers one host; the same unit on another host runs on its own")
     schedule_how = {
-        "calendar": f"{job.name}.timer (OnCalendar={job.schedule.calendar})",
+        "calendar": f"{job.name}.timer ({_on_calendar_text(job.schedule.calendars)})",
         "every": f"{job.name}.timer (every {timespec.format_timespan(job.schedule.usec or 0)})",
         "after_boot": f"{job.name}.timer ({timespec.format_timespan(job.schedule.usec or 0)} after boot)",
     }[job.schedule.kind]
@@ -467,7 +488,7 @@ def _check_timeout(job: Job, facts: JobReport, start: datetime) -> list[Risk]:
 def _check_never(job: Job, facts: JobReport, start: datetime) -> list[Risk]:
     if job.schedule.kind != "calendar" or facts.next:
         return []
-    return [Risk("never-elapses", f"OnCalendar={job.schedule.calendar} has no elapse after {_iso(start)}: "
+    return [Risk("never-elapses", f"{_on_calendar_text(job.schedule.calendars)} has no elapse after {_iso(start)}: "
                  "the timer will never start the job")]
 
 
@@ -525,9 +546,9 @@ def _transitions(zone: ZoneInfo, start: datetime, end: datetime) -> list[tuple[d
     return out
 
 
-def _wall_matches(cal: timespec.Calendar, wall_start: datetime, wall_end: datetime) -> list[datetime]:
+def _wall_matches(cal: _Union, wall_start: datetime, wall_end: datetime) -> list[datetime]:
     """Wall-clock times in [wall_start, wall_end) the expression names (naive, at most a few)."""
-    naive = dataclasses.replace(cal, utc=True, timezone="UTC")
+    naive = cal.replace(utc=True, timezone="UTC")
     hits = []
     after = wall_start.replace(tzinfo=timezone.utc) - timedelta(microseconds=1)
     for t in naive.next_elapses(after, 4):
@@ -625,11 +646,16 @@ def _when(t: datetime, zone_name: str | None) -> str:
 def _schedule_text(j: JobReport) -> str:
     if j.kind == "calendar":
         zone = "" if j.zone_from_manifest else f" (host local time, shown in {j.time_zone})"
-        return f"OnCalendar={j.on_calendar}{zone}"
+        return f"{_on_calendar_text(j.on_calendars)}{zone}"
     if j.kind == "every":
         base = "end" if OVERLAP[j.overlap].every_from_end else "start"
         return f"every {_span(j.interval_usec or 0)}: first after the timer starts, then after each run's {base}"
     return f"once, {_span(j.interval_usec or 0)} after boot"
+
+
+def _on_calendar_text(expressions: tuple[str, ...]) -> str:
+    """One OnCalendar= per line of the timer; a list is shown whole (its elapses are merged)."""
+    return "; ".join(f"OnCalendar={e}" for e in expressions)
 
 
 def _start_text(j: JobReport) -> str:

@@ -22,7 +22,7 @@ import inspect
 import signal
 from typing import Any, Callable
 
-from jobgen.compiler import escape, limits, names, shellwords, timespec, validate
+from jobgen.compiler import escape, limits, names, notify, shellwords, timespec, validate
 from jobgen.compiler.model import HARDENING_PROFILES, LOCK_SCOPES
 from jobgen.contract import locks
 from jobgen.contract import queue as queue_contract
@@ -146,8 +146,12 @@ _CALENDAR = {"type": "string", "pattern": CALENDAR,
 
 def _schedule() -> dict:
     forms = {name: (_CALENDAR if conv is validate.calendar else _span()) for name, conv in validate._SCHEDULE_FORMS.items()}
-    return {"description": f"when the job runs: a calendar expression, or a mapping with one of {', '.join(forms)}", "anyOf": [
+    return {"description": f"when the job runs: a calendar expression, a list of them, or a mapping with one of {', '.join(forms)}", "anyOf": [
         _CALENDAR,
+        # validate.calendar_list: one OnCalendar= line each, no two alike (the same text is
+        # what JSON Schema can see; validate.py also compares the normalized forms).
+        {"type": "array", "minItems": 1, "uniqueItems": True, "items": _CALENDAR,
+         "description": "several calendar expressions: the job runs at each one's elapses"},
         {"type": "object", "minProperties": 1, "maxProperties": 1, "additionalProperties": False, "properties": forms},
     ]}  # fmt: skip
 
@@ -259,6 +263,7 @@ CONVERTERS: dict[Callable[..., Any], Callable[[], dict]] = {
     validate.lock: _lock,
     validate.queue_settings: _queue,
     validate.unit_names: lambda: _UNITS,
+    validate.mail_address: lambda: _text(notify.ADDRESS_RULE, f"^(?:{notify.ADDRESS.pattern})$"),
 }
 
 # Lock keys whose converter is an inline lambda in validate._LOCK_KEYS.
