@@ -101,7 +101,7 @@ _QUERY_SECRET = (
 # scheme://[user[:${VARIABLE}]@]host[:port][/path][?query]: a host, and no literal password.
 BACKEND = (
     rf"^(?:{'|'.join(_any_case(s) for s in locks.SCHEMES)})://"
-    rf"(?:[^:@/?#]*(?::(?:{_VARIABLE})?)?@)?(?:\[[0-9A-Fa-f:.%a-z]+\]|[^\[\]:/?#@]+)(?::(?:[0-9]+|{_VARIABLE}))?(?:[/?#][^\s]*)?$"
+    rf"(?:[^:@/?#$]*(?::(?:{_VARIABLE})?)?@)?(?:\[[0-9A-Fa-f:.%a-z]+\]|[^\[\]:/?#@]+)(?::(?:[0-9]+|{_VARIABLE}))?(?:[/?#][^\s]*)?$"
 )
 
 _SIGNALS = sorted(s for s in signal.Signals.__members__ if s.startswith("SIG") and not s.startswith("SIG_") and s not in ("SIGKILL", "SIGSTOP"))
@@ -125,7 +125,9 @@ def _whole(top: int) -> dict:
             "anyOf": [{"type": "integer", "minimum": 1, "maximum": top}, {"type": "string", "pattern": "^[0-9]+$"}]}  # fmt: skip
 
 
-_PATH = {"type": "string", "description": "an absolute path", "pattern": "^/" + _ONE_LINE[1:]}
+# No '.' or '..' component (systemd's path_is_normalized; validate refuses them too).
+_NORMALIZED = r"(?!(?:[^/]*/)*\.{1,2}(?:/|$))"
+_PATH = {"type": "string", "description": "an absolute, normalized path", "pattern": "^" + _NORMALIZED + "/" + _ONE_LINE[1:]}
 _USER = {"description": f"a user or group name (at most {limits.USER_NAME_MAX} characters) or number", "anyOf": [
     {"type": "string", "pattern": f"^(?:{names.USER_NAME.pattern})$", "maxLength": limits.USER_NAME_MAX},
     {"type": "integer", "minimum": 0, "maximum": limits.UID_MAX}]}  # fmt: skip
@@ -251,7 +253,7 @@ CONVERTERS: dict[Callable[..., Any], Callable[[], dict]] = {
     validate.argv: lambda: _ARGV,
     validate.user_name: lambda: _USER,
     validate.abs_path: lambda: _PATH,
-    validate.optional_abs_path: lambda: {**_PATH, "description": "an absolute path ('-/path': ignored if missing)", "pattern": "^-?/" + _ONE_LINE[1:]},
+    validate.optional_abs_path: lambda: {**_PATH, "description": "an absolute path ('-/path': ignored if missing)", "pattern": "^-?" + _NORMALIZED + "/" + _ONE_LINE[1:]},
     validate.environment: _environment,
     validate.timespan: _span,
     validate.boolean: lambda: _BOOLEAN,
@@ -271,7 +273,9 @@ _INLINE = {
     "lock.name": lambda: _text("the lock's name, shared by every host that runs the job (default: the job's name)", types=("string",)),
     "lock.backend": lambda: {**_text(f"the lock server's URL ({locks.SCHEME_LIST}); a password only as ${{VARIABLE}}", BACKEND, ("string",)),
                              "not": {"pattern": _QUERY_SECRET}},
-    "lock.credential": lambda: _text("a credential as NAME:/path (LoadCredential=)", "^[^:]+:/" + _ONE_LINE[1:], ("string",)),
+    # contract/locks.credential_problem: printable ASCII without '/', ':', quotes or '\\', not '.' or '..'
+    "lock.credential": lambda: _text("a credential as NAME:/path (LoadCredential=)",
+                                     r"^(?!\.{1,2}:)[ !#-&(-.0-9;-\[\]-~]{1,255}:" + _NORMALIZED + "/" + _ONE_LINE[1:], ("string",)),
 }
 
 
