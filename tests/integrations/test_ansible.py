@@ -132,7 +132,7 @@ def test_diff_mode_alone_applies_and_shows_the_diff(play) -> None:
     assert applied.returncode == 0, applied.stdout + applied.stderr
     assert recap(applied.stdout)["changed"] == 1
     assert "+[Timer]" in applied.stdout  # the diff of backup.timer, shown by Ansible
-    assert "+OnCalendar=daily" in result["diff"]["prepared"]
+    assert "+++ b/etc/systemd/system/backup.timer" in result["diff"]["prepared"]
     assert (image / "etc/systemd/system/backup.timer").is_file()
     assert (image / "etc/systemd/system/timers.target.wants/backup.timer").is_symlink()
     assert {f["action"] for f in result["files"]} == {"create"}

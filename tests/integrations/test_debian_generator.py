@@ -125,3 +125,25 @@ def test_without_typer_other_commands_say_what_works(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
     v = subprocess.run([sys.executable, "-c", code, "--version"], capture_output=True, text=True)
     assert (v.returncode, v.stdout.startswith("jobgen ")) == (0, True), v.stderr
+
+
+def lintian(deb: Path) -> list[str]:
+    """lintian's tags on a package, information tags included: every line it prints."""
+    if shutil.which("lintian") is None:
+        pytest.skip("lintian not found: scripts/bootstrap installs it")
+    r = subprocess.run(["lintian", "--no-cfg", "--display-info", str(deb)], capture_output=True, text=True, timeout=600, env=CLEAN_ENV)
+    return [line for line in (r.stdout + r.stderr).splitlines() if not line.startswith("running with root privileges")]
+
+
+def test_lintian_finds_nothing_in_jobgens_package(jobgen_deb: Path) -> None:
+    # no-copyright-file, depends-on-essential-package-without-using-version (util-linux),
+    # no-manual-page, package-contains-empty-directory (usr/lib/jobgen/): all fixed, none hidden
+    assert lintian(jobgen_deb) == []
+    assert not (ROOT / "debian/jobgen.lintian-overrides").exists() and not (ROOT / "debian/source/lintian-overrides").exists()
+
+
+def test_manual_pages_are_in_the_package(jobgen_deb: Path) -> None:
+    entries = listing(jobgen_deb)
+    for page in ("man1/jobgen.1.gz", "man8/jobgen-generator.8.gz", "man5/jobgen.yaml.5.gz"):
+        assert f"./usr/share/man/{page}" in entries
+    assert "./usr/share/doc/jobgen/copyright" in entries
