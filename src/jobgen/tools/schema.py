@@ -92,6 +92,8 @@ CONVERTERS: dict[Callable[..., Any], Callable[[], dict]] = {
     validate.lock: _lock,
     validate.queue_settings: _queue,
     validate.unit_names: lambda: _UNITS,
+    validate.documentation_uris: lambda: {"description": "documentation URIs: man:, info:, file:, http://, https://",
+                                          "oneOf": [_text("a URI"), {"type": "array", "items": _text("a URI")}]},
 }
 
 # Lock keys whose converter is an inline lambda in validate._LOCK_KEYS (plain text).
