@@ -19,6 +19,8 @@ MANIFEST = """\
 jobgen: 1
 target:
   systemd: ">=252"
+defaults:
+  documentation: man:shopjobs(7)
 jobs:
   nightly-report:
     command: [/bin/true]
@@ -45,7 +47,7 @@ Rules-Requires-Root: no
 
 Package: {PACKAGE}
 Architecture: all
-Depends: ${{misc:Depends}}, util-linux
+Depends: ${{misc:Depends}}
 Description: jobs rendered by jobgen
  A package whose units come from a jobgen manifest.
 """
@@ -55,6 +57,15 @@ CHANGELOG = f"""\
   * Initial release.
 
  -- jobgen tests <tests@example.org>  Wed, 02 Dec 2026 12:00:00 +0000
+"""
+COPYRIGHT = """\
+Format: https://www.debian.org/doc/packaging-manuals/copyright-format/1.0/
+
+Files: *
+Copyright: 2026 jobgen tests
+License: Expat
+ Permission is hereby granted, free of charge, to any person obtaining a copy of this
+ software, to deal in the Software without restriction.
 """
 # The plain dh rules file plus the one line the README asks for.
 RULES = "#!/usr/bin/make -f\n%:\n\tdh $@\n\ninclude debian/jobgen.mk\n"
@@ -79,6 +90,7 @@ def source_package(src: Path) -> Path:
     assert r.returncode == 0, r.stderr
     (src / "debian" / "control").write_text(CONTROL)
     (src / "debian" / "changelog").write_text(CHANGELOG)
+    (src / "debian" / "copyright").write_text(COPYRIGHT)
     (src / "debian" / "source" / "format").write_text("3.0 (native)\n")
     rules = src / "debian" / "rules"
     rules.write_text(RULES)

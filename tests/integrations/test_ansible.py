@@ -125,6 +125,24 @@ def test_check_diff_then_apply_then_nothing_to_do(play) -> None:
     assert tree_of(image) == installed
 
 
+def test_diff_mode_alone_applies_and_shows_the_diff(play) -> None:
+    """In Ansible, diff mode only shows; check mode decides. --diff without --check applies."""
+    run, image = play
+    applied, result = run("--diff")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert recap(applied.stdout)["changed"] == 1
+    assert "+[Timer]" in applied.stdout  # the diff of backup.timer, shown by Ansible
+    assert "+++ b/etc/systemd/system/backup.timer" in result["diff"]["prepared"]
+    assert (image / "etc/systemd/system/backup.timer").is_file()
+    assert (image / "etc/systemd/system/timers.target.wants/backup.timer").is_symlink()
+    assert {f["action"] for f in result["files"]} == {"create"}
+
+    again, result = run("--diff")
+    assert again.returncode == 0, again.stdout + again.stderr
+    assert recap(again.stdout)["changed"] == 0
+    assert "diff" not in result and {f["action"] for f in result["files"]} == {"identical"}
+
+
 def test_invalid_manifest_fails_the_task_with_its_position(play, tmp_path: Path) -> None:
     run, image = play
     (tmp_path / "jobs.yaml").write_text(MANIFEST.replace("schedule:", "schedul:"))

@@ -128,3 +128,16 @@ def test_two_manifests_with_host_locks_cannot_share_one_tmpfiles_file(tmp_path: 
         " render one manifest with host locks per package; nothing written"
     )
     assert not (tmp_path / "debian").exists()
+
+
+def test_lintian_reports_no_error_or_warning(built_deb: Path) -> None:
+    """Every service carries Documentation= (the manifest's `documentation:`), so lintian's
+    systemd-service-file-missing-documentation-key is gone; no other E: or W: either."""
+    import shutil
+
+    if shutil.which("lintian") is None:
+        pytest.skip("lintian not found: scripts/bootstrap installs it")
+    r = subprocess.run(["lintian", "--no-cfg", str(built_deb)], capture_output=True, text=True, timeout=600)
+    tags = [line for line in (r.stdout + r.stderr).splitlines() if re.match(r"[EW]: ", line)]
+    assert tags == [], r.stdout
+    assert r.returncode == 0, r.stdout + r.stderr

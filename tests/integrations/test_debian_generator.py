@@ -77,7 +77,8 @@ def test_generator_is_linked_into_systemds_generator_folder(jobgen_deb: Path) ->
     assert posixpath.normpath(posixpath.join(generator_dir, link)) == "/usr/bin/jobgen-generator"
     assert "./usr/bin/jobgen-generator" in entries and "./usr/bin/jobgen" in entries
     # the folders the generator reads
-    assert {"./etc/jobgen/", "./usr/lib/jobgen/"} <= set(entries)
+    assert "./etc/jobgen/" in entries
+    assert "./usr/lib/jobgen/" not in entries  # the vendor packages' folder: theirs to create
 
 
 def test_package_carries_the_wheels_files(jobgen_deb: Path, tmp_path: Path) -> None:
@@ -110,7 +111,9 @@ def test_depends_are_pyprojects_floors_without_typer(jobgen_deb: Path) -> None:
             python_deps[m[1]] = m[2]
     assert python_deps == floors
     assert not [d for d in depends if "typer" in d or "click" in d], depends
-    assert "util-linux" in depends  # flock(1), logger(1) of the generated units
+    # flock(1), logger(1) of the generated units: util-linux is Essential, so not named
+    assert "util-linux" not in depends
+    assert "tzdata" in depends  # timezone: zones, read by systemd and checked by jobgen
 
 
 def test_without_typer_other_commands_say_what_works(tmp_path: Path) -> None:
@@ -122,3 +125,25 @@ def test_without_typer_other_commands_say_what_works(tmp_path: Path) -> None:
     assert not (tmp_path / "out").exists()
     v = subprocess.run([sys.executable, "-c", code, "--version"], capture_output=True, text=True)
     assert (v.returncode, v.stdout.startswith("jobgen ")) == (0, True), v.stderr
+
+
+def lintian(deb: Path) -> list[str]:
+    """lintian's tags on a package, information tags included: every line it prints."""
+    if shutil.which("lintian") is None:
+        pytest.skip("lintian not found: scripts/bootstrap installs it")
+    r = subprocess.run(["lintian", "--no-cfg", "--display-info", str(deb)], capture_output=True, text=True, timeout=600, env=CLEAN_ENV)
+    return [line for line in (r.stdout + r.stderr).splitlines() if not line.startswith("running with root privileges")]
+
+
+def test_lintian_finds_nothing_in_jobgens_package(jobgen_deb: Path) -> None:
+    # no-copyright-file, depends-on-essential-package-without-using-version (util-linux),
+    # no-manual-page, package-contains-empty-directory (usr/lib/jobgen/): all fixed, none hidden
+    assert lintian(jobgen_deb) == []
+    assert not (ROOT / "debian/jobgen.lintian-overrides").exists() and not (ROOT / "debian/source/lintian-overrides").exists()
+
+
+def test_manual_pages_are_in_the_package(jobgen_deb: Path) -> None:
+    entries = listing(jobgen_deb)
+    for page in ("man1/jobgen.1.gz", "man8/jobgen-generator.8.gz", "man5/jobgen.yaml.5.gz"):
+        assert f"./usr/share/man/{page}" in entries
+    assert "./usr/share/doc/jobgen/copyright" in entries

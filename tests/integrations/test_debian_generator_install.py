@@ -29,7 +29,7 @@ from test_debian import UNITS, units_in  # noqa: E402
 pytestmark = pytest.mark.e2e
 
 BUILD_DEPS = "build-essential debhelper dpkg-dev fakeroot dh-python pybuild-plugin-pyproject python3-hatchling pkgconf"
-RUNTIME_DEPS = "python3-jinja2 python3-yaml python3-packaging"
+RUNTIME_DEPS = "python3-jinja2 python3-yaml python3-packaging tzdata"
 GENERATOR_DIR = {"252": "/lib/systemd/system-generators", "257": "/usr/lib/systemd/system-generators"}
 MANIFEST = """\
 jobgen: 1

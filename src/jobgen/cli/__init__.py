@@ -79,7 +79,7 @@ def _leave(code: int, signum: int | None) -> None:
 NO_TYPER = (
     "jobgen: error: this command needs typer >= 0.18, which is not installed; without it only "
     "jobgen-generator, `jobgen lock`, `jobgen drain`, `jobgen enqueue|queue --spool|--backend` and "
-    "`jobgen --version` work (install jobgen with pip, in a virtualenv, for every command)"
+    "`jobgen --version` work (install jobgen with pipx for every command: README, Install)"
 )
 
 

@@ -72,6 +72,7 @@ class Common:
     keypos: Mapping[str, Pos] = field(compare=False, hash=False, repr=False)
     command: tuple[str, ...] = ()
     description: str | None = None
+    documentation: tuple[str, ...] = ()
     user: str | None = None
     group: str | None = None
     working_directory: str | None = None

@@ -375,6 +375,7 @@ _RENDER: dict[str, Callable[[Any], list[Value]]] = {
     # specifiers=True: names.UNIT_REF admits only %n %N %p %P %i %I, meant as specifiers.
     "units": lambda v: [Raw(unit, specifiers=True) for unit in v],
     "environment": lambda v: [Env(name, value) for name, value in v],
+    "each": lambda v: [Raw(item) for item in v],  # one directive line per item
 }
 
 

@@ -334,6 +334,23 @@ def unit_names(node: Node) -> tuple[str, ...]:
     return tuple(units)
 
 
+# systemd.unit(5) Documentation=: "Only URIs of the types http://, https://, file:, info:,
+# man: are accepted"; the list is space-separated, so a URI holds no white space.
+DOCUMENTATION_SCHEMES = ("http://", "https://", "file:", "info:", "man:")
+
+
+def documentation_uris(node: Node) -> tuple[str, ...]:
+    items = node.items if isinstance(node, Seq) else (node,)
+    uris = []
+    for item in items:
+        value = _scalar(item, "a URI")
+        if not value.startswith(DOCUMENTATION_SCHEMES) or any(c.isspace() for c in value):
+            raise Invalid(f"'{value}' is not a documentation URI: systemd accepts {', '.join(DOCUMENTATION_SCHEMES)} "
+                          "without spaces (man:shop(8), https://example.org/shop)", item.pos)
+        uris.append(value)
+    return tuple(uris)
+
+
 def user_name(node: Node) -> str:
     value = _scalar(node, "a user or group name")
     if not names.USER_NAME.fullmatch(value):
@@ -590,7 +607,7 @@ class Writes:
 
     section: str  # Unit, Service (the service), Timer (a job's timer)
     directive: str
-    render: str  # text | number | span | yes | units | environment
+    render: str  # text | number | span | yes | units | environment | each
 
 
 @dataclass(frozen=True)
@@ -630,6 +647,7 @@ def queue_settings(node: Node) -> Queue:
 # - its line in README.md ("Keys of jobs and workers", "Job keys" or "Worker keys").
 COMMON_KEYS: dict[str, Key] = {
     "description": Key("description", text_line),
+    "documentation": Key("documentation", documentation_uris, Writes("Unit", "Documentation", "each")),
     "command": Key("command", argv),
     "user": Key("user", user_name, Writes("Service", "User", "text")),
     "group": Key("group", user_name, Writes("Service", "Group", "text")),

@@ -117,7 +117,7 @@ _DIGITS = re.compile(r"[0-9]+")
 class Scheme:
     module: str  # backend module under jobgen.runtime.backends
     client: str  # the client library it imports
-    extra: str  # pip install 'jobgen[extra]'
+    extra: str  # the extra in pyproject.toml that installs the client (runtime/installed.py: how to add it)
     query: frozenset[str]  # query parameters the backend passes on to its client
     default_port: int
     database: str  # what the URL path names, for messages
@@ -136,6 +136,10 @@ SCHEMES: dict[str, Scheme] = {
     "postgres": Scheme("postgres", "psycopg", "postgres", _LIBPQ_QUERY, 5432, "database"),
 }
 SCHEME_LIST = ", ".join(s + "://" for s in SCHEMES)
+
+# Client library -> the Debian package that provides it, for a jobgen installed from its
+# .deb (debian/control suggests exactly these; tests/test_install_hint.py checks).
+DEBIAN_PACKAGES: dict[str, str] = {"redis": "python3-redis", "pymysql": "python3-pymysql", "psycopg": "python3-psycopg"}
 
 # A query parameter whose value is a secret: libpq's password and sslpassword, and any
 # driver key naming a password, secret, token or credential. Like the password before

@@ -266,6 +266,8 @@ CONVERTERS: dict[Callable[..., Any], Callable[[], dict]] = {
     validate.queue_settings: _queue,
     validate.unit_names: lambda: _UNITS,
     validate.mail_address: lambda: _text(notify.ADDRESS_RULE, f"^(?:{notify.ADDRESS.pattern})$"),
+    validate.documentation_uris: lambda: {"description": "documentation URIs: man:, info:, file:, http://, https://",
+                                          "oneOf": [_text("a URI"), {"type": "array", "items": _text("a URI")}]},
 }
 
 # Lock keys whose converter is an inline lambda in validate._LOCK_KEYS.

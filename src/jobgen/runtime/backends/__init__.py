@@ -174,9 +174,11 @@ def load(scheme: str):
     try:
         importlib.import_module(client)
     except ImportError as e:
+        from jobgen.runtime.installed import how_to_get
+
         raise ConfigError(
             f"{scheme}:// needs the {client} client library ({describe(e)}): "
-            f"pip install 'jobgen[{extra}]'"
+            f"{how_to_get(extra, client)}"
         ) from None
     return importlib.import_module(f"jobgen.runtime.backends.{module}")
 

@@ -1,18 +1,15 @@
 #!/usr/bin/python
-# MIT License (see the jobgen repository)
+# Copyright (c) 2026 jobgen developers
+# MIT License (see LICENSE in this collection or https://opensource.org/license/mit)
 """Ansible module: install jobgen manifests on the managed host with `jobgen apply`.
 
 The module is a thin translation of `jobgen apply --format json` (one JSON document on
 stdout, whatever the outcome) onto Ansible's result: jobgen decides what changes, which
 systemctl calls are needed and in which order; the module maps check mode to `--check`,
-diff mode to `--diff`, and jobgen's exit codes to ok / failed.
+diff mode to a `--diff` preview before the apply, and jobgen's exit codes to ok / failed.
 """
 
 from __future__ import annotations
-
-import json
-
-from ansible.module_utils.basic import AnsibleModule
 
 DOCUMENTATION = r"""
 module: jobgen_apply
@@ -55,13 +52,16 @@ options:
     type: path
 attributes:
   check_mode:
+    description: Can run in check_mode and return changed status prediction without modifying target.
     support: full
   diff_mode:
+    description: Will return details on what has changed (or possibly needs changing in check_mode), when in diff mode.
     support: full
 notes:
   - Check mode runs C(jobgen apply --check), which changes nothing and reports what would change, including the systemctl calls.
+  - Diff mode runs C(jobgen apply --diff) (which changes nothing) for the unified diff of every unit file, then, unless in check mode, the apply itself.
 author:
-  - jobgen authors
+  - jobgen developers (@jobgen)
 """
 
 EXAMPLES = r"""
@@ -114,6 +114,10 @@ ansible_facts:
   returned: success
 """
 
+import json
+
+from ansible.module_utils.basic import AnsibleModule
+
 # The JSON document `jobgen apply --format json` prints (its "format" field).
 FORMAT = 1
 
@@ -139,9 +143,36 @@ def command(module: AnsibleModule) -> list[str]:
             argv += [flag, str(params[option])]
     if module.check_mode:
         argv.append("--check")
-    if module._diff:
-        argv.append("--diff")
     return argv
+
+
+def preview(module: AnsibleModule, argv: list[str]) -> str:
+    """The unified diff of what `argv` will change: `jobgen apply --diff`, which changes nothing.
+
+    In Ansible, diff mode only shows; check mode decides whether anything changes. jobgen's
+    --diff is a dry run, so it is run first, on its own, and the real apply (unless in check
+    mode) after it.
+    """
+    rc, out, err = module.run_command([*argv, "--diff"])
+    doc = parse(module, [*argv, "--diff"], rc, out, err)
+    if rc not in (0, 1):
+        fail(module, rc, doc, err, dict(changed=False, cmd=[*argv, "--diff"], exit_status=rc, diagnostics=doc.get("diagnostics", [])))
+    return doc.get("diff") or ""
+
+
+def parse(module: AnsibleModule, argv: list[str], rc: int, out: str, err: str) -> dict:
+    try:
+        doc = json.loads(out)
+    except ValueError:
+        module.fail_json(msg=f"jobgen apply printed no JSON document (exit {rc})", cmd=argv, exit_status=rc, stdout=out, stderr=err)
+    if doc.get("format") != FORMAT:
+        module.fail_json(msg=f"jobgen apply printed format {doc.get('format')!r}; this module reads format {FORMAT}", cmd=argv, exit_status=rc, stdout=out)
+    return doc
+
+
+def fail(module: AnsibleModule, rc: int, doc: dict, err: str, result: dict) -> None:
+    reason = FAILURES.get(rc, f"jobgen apply exited {rc}")
+    module.fail_json(msg="\n".join([reason, *diagnostic_lines(doc)]), errors=doc.get("errors", []), stderr=err, **result)
 
 
 def diagnostic_lines(doc: dict) -> list[str]:
@@ -163,13 +194,9 @@ def main() -> None:
         supports_check_mode=True,
     )
     argv = command(module)
+    diff = preview(module, argv) if module._diff else ""
     rc, out, err = module.run_command(argv)
-    try:
-        doc = json.loads(out)
-    except ValueError:
-        module.fail_json(msg=f"jobgen apply printed no JSON document (exit {rc})", cmd=argv, exit_status=rc, stdout=out, stderr=err)
-    if doc.get("format") != FORMAT:
-        module.fail_json(msg=f"jobgen apply printed format {doc.get('format')!r}; this module reads format {FORMAT}", cmd=argv, exit_status=rc, stdout=out)
+    doc = parse(module, argv, rc, out, err)
 
     result = dict(
         changed=bool(doc.get("changed")),
@@ -181,12 +208,11 @@ def main() -> None:
         # success in check mode
         exit_status=rc,
     )
-    if module._diff and doc.get("diff"):
-        result["diff"] = {"prepared": doc["diff"]}
+    if diff:
+        result["diff"] = {"prepared": diff}
     failed = not (rc == 0 or (rc == 1 and module.check_mode))
     if failed:
-        reason = FAILURES.get(rc, f"jobgen apply exited {rc}")
-        module.fail_json(msg="\n".join([reason, *diagnostic_lines(doc)]), errors=doc.get("errors", []), stderr=err, **result)
+        fail(module, rc, doc, err, result)
     result["ansible_facts"] = {"jobgen_apply": {"changed": result["changed"], "files": result["files"], "actions": result["actions"]}}
     module.exit_json(**result)
 
