@@ -254,7 +254,7 @@ CANNOT = {
     "schedule-list-zones.yaml": "zones across a list's items",
 }
 NOT_YAML = {"yaml-explicit-tag-str.yaml", "yaml-raw-control-char.yaml", "yaml-syntax.yaml", "yaml-tab-indent.yaml"}
-FLOOR = 0.84  # measured: 84 of 100 (84.0 %)
+FLOOR = 0.84  # measured: 85 of 101 (84.2 %)
 
 
 def _error_cases() -> list[Path]:

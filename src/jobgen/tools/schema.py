@@ -158,6 +158,13 @@ def _schedule() -> dict:
     ]}  # fmt: skip
 
 
+def _documentation() -> dict:
+    # validate.documentation_uris: one of systemd's URI types, no white space
+    uri = _text("a URI", f"^(?:{'|'.join(_lit(p) for p in validate.DOCUMENTATION_SCHEMES)})\\S*$", ("string",))
+    return {"description": f"documentation URIs ({', '.join(validate.DOCUMENTATION_SCHEMES)}): one Documentation= line each",
+            "oneOf": [uri, {"type": "array", "minItems": 1, "items": uri}]}
+
+
 # What each overlap policy and lock scope does, said from their rows (contract/policies.py).
 def _policy_text(name: str) -> str:
     p = OVERLAP[name]
@@ -266,8 +273,7 @@ CONVERTERS: dict[Callable[..., Any], Callable[[], dict]] = {
     validate.queue_settings: _queue,
     validate.unit_names: lambda: _UNITS,
     validate.mail_address: lambda: _text(notify.ADDRESS_RULE, f"^(?:{notify.ADDRESS.pattern})$"),
-    validate.documentation_uris: lambda: {"description": "documentation URIs: man:, info:, file:, http://, https://",
-                                          "oneOf": [_text("a URI"), {"type": "array", "items": _text("a URI")}]},
+    validate.documentation_uris: lambda: _documentation(),
 }
 
 # Lock keys whose converter is an inline lambda in validate._LOCK_KEYS.
