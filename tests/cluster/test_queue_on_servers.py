@@ -66,6 +66,21 @@ def test_order_attempts_failed_set_and_recovery(server, lock_name):
     assert [again.list(s) for s in (PENDING, RUNNING, FAILED)] == [[], [], []]
 
 
+def test_a_request_a_stop_interrupted_goes_back_first_with_its_attempt(server, lock_name):
+    """A drainer stopped mid-request (a shutdown) puts it back (drain.py): the stop is not
+    the request's failure, so it does not spend one of max_attempts."""
+    q = queue(server, lock_name, max_attempts=1)
+    a = q.enqueue(("a",)).request
+    b = q.enqueue(("b",)).request
+    running = q.take()
+    assert (running.id, running.attempts) == (a.id, 1)
+    back = q.put_back(running)
+    assert (back.id, back.state, back.attempts) == (a.id, PENDING, 0)
+    assert [r.id for r in q.list(PENDING)] == [a.id, b.id] and q.list(RUNNING) == []
+    again = q.take()  # its one attempt is still there to run
+    assert (again.id, again.attempts) == (a.id, 1) and q.finish(again, 0) == "done"
+
+
 def test_full_queue_rejects_or_coalesces(server, lock_name):
     q = queue(server, lock_name, max_pending=1, on_full="reject")
     q.enqueue()

@@ -137,6 +137,16 @@ class RedisQueue:
         pipe.execute()
         return outcome
 
+    def put_back(self, req: Request) -> Request:
+        """An orderly stop interrupted the request: first in line again, with the attempt
+        ``take`` counted given back (the stop was not the request's failure)."""
+        pipe = self.r.pipeline(transaction=True)
+        pipe.lrem(self.keys[RUNNING], 1, req.id)
+        pipe.hset(self.keys["req"] + req.id, "attempts", max(0, req.attempts - 1))
+        pipe.lpush(self.keys[PENDING], req.id)
+        pipe.execute()
+        return self._request(req.id, PENDING)
+
     def retry(self, rid: str) -> Request:
         if self.r.lrem(self.keys[FAILED], 1, rid) != 1:
             raise NoSuchRequest(f"{rid} is not failed")
@@ -291,6 +301,12 @@ class SqlQueue:
         dest = FAILED if req.attempts >= self.limits.max_attempts else PENDING
         self._set(req.id, dest, last_status=status)  # a retried request keeps its id: still first
         return "failed" if dest == FAILED else "retry"
+
+    def put_back(self, req: Request) -> Request:
+        """As RedisQueue.put_back: pending again (first: the queue is ordered by id), the
+        attempt given back."""
+        self._set(req.id, PENDING, attempts=max(0, req.attempts - 1))
+        return self.find(req.id)
 
     def retry(self, rid: str) -> Request:
         if self.find(rid).state != FAILED:
