@@ -18,7 +18,6 @@ import jsonschema
 import pytest
 
 from jobgen.compiler import load, plan as compiler_plan, validate
-from jobgen.compiler.target import parse_target
 from jobgen.contract.policies import DEFAULT_SCOPE, OVERLAP, SCOPES
 from jobgen.runtime.backends.postgres import advisory_key
 from jobgen.tools import plan as tool

@@ -43,6 +43,22 @@ def holder_env(**extra: str) -> dict[str, str]:
     return env
 
 
+def token_job_manifest(tmp_path: Path, lock_name: str, backend: str, out: Path) -> Path:
+    """A manifest whose cluster-locked job `sync` writes the holder's fencing token to `out`,
+    the backend password in an environment file (as an operator keeps it out of the unit)."""
+    import json
+
+    envfile = tmp_path / "lock.env"
+    envfile.write_text(f"{PASSWORD_VAR}='{PASSWORD}'\n")
+    manifest = tmp_path / "cluster.yaml"
+    manifest.write_text(json.dumps({"jobgen": 1, "target": {"systemd": ">=252"}, "jobs": {"sync": {
+        "command": ["/bin/sh", "-c", f'echo "token=$JOBGEN_LOCK_TOKEN" > "{out}"'],
+        "schedule": "daily", "timeout": "1h", "environment_file": str(envfile),
+        "lock": {"scope": "cluster", "name": lock_name, "backend": backend},
+    }}}))
+    return manifest
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))

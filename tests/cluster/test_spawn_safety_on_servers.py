@@ -18,7 +18,7 @@ from pathlib import Path
 
 import pytest
 
-from lockservers import PASSWORD, PASSWORD_VAR, RedisServer
+from lockservers import PASSWORD, PASSWORD_VAR, token_job_manifest, RedisServer
 
 pytestmark = pytest.mark.cluster
 
@@ -73,14 +73,7 @@ def test_enqueue_and_queue_from_a_planted_folder_run_jobgen_not_the_plant(redis_
 def test_run_from_a_planted_folder_starts_the_holder_not_the_plant(redis_server, lock_name, tmp_path, hostile_cwd):
     cwd, marker = hostile_cwd
     out = tmp_path / "ran"
-    envfile = tmp_path / "lock.env"
-    envfile.write_text(f"{PASSWORD_VAR}='{PASSWORD}'\n")
-    manifest = tmp_path / "cluster.yaml"
-    manifest.write_text(json.dumps({"jobgen": 1, "target": {"systemd": ">=252"}, "jobs": {"sync": {
-        "command": ["/bin/sh", "-c", f'echo "token=$JOBGEN_LOCK_TOKEN" > "{out}"'],
-        "schedule": "daily", "timeout": "1h", "environment_file": str(envfile),
-        "lock": {"scope": "cluster", "name": lock_name, "backend": redis_server.url()},
-    }}}))
+    manifest = token_job_manifest(tmp_path, lock_name, redis_server.url(), out)
     res = _jobgen(cwd, "run", str(manifest), "sync")
     assert res.returncode == 0, res.stderr
     assert out.read_text().startswith("token=")

@@ -696,7 +696,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
         path.set("Install", "WantedBy", Raw("paths.target"))
         files.append(path.freeze(f"job {job.name}: queue watch"))
         owner, group = job.user or "root", job.group or ("root" if not job.user else "-")
-        lines += [f"d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
+        lines += ["d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
         lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", *(f"/{d}" for d in queue_contract.SPOOL_FOLDERS))]
     run = replace(enq_run, argv=(*enqueue, "jobgen run"))  # the enqueuer unit's context
     return files, run, lines, store
