@@ -307,6 +307,17 @@ def test_no_manifest_exits_on_the_standard_library_and_writes_nothing(tmp_path: 
     assert not out.exists() and not (tmp_path / "early").exists() and not (tmp_path / "late").exists()
 
 
+def test_with_manifests_only_what_compiling_them_needs_is_loaded(tmp_path: Path) -> None:
+    # A target written as a release ("252") needs no packaging, temporary names no secrets
+    # (hmac, OpenSSL), schedules without a zone no zoneinfo (sysconfig); no typer at all.
+    src = manifests(tmp_path / "etc", **{"shop.yaml": SHOP})
+    r, out = run_generator(tmp_path, src, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    modules = imported(r.stderr)
+    assert r.returncode == 0 and (out / "export.timer").exists()
+    assert "jobgen.compiler.render" in modules  # it did compile
+    assert sorted(m for m in modules if m.split(".")[0] in ("typer", "click", "packaging", "secrets", "hmac", "zoneinfo")) == []
+
+
 def test_only_masked_manifests_write_nothing(tmp_path: Path) -> None:
     # A name that looks like a manifest takes the full path (discover() decides masking):
     # an empty file masks it, and the run writes what a run without manifests writes.
