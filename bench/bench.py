@@ -35,6 +35,24 @@ from dataclasses import dataclass
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parents[1]
+
+
+def existing_user() -> str:
+    """The jobs' user: one that exists here, so systemd-cron's generator (which looks every
+    cron.d user up with getpwnam() and skips an unknown one) does its real per-job work
+    rather than a failed lookup; jobgen gets the same name."""
+    import pwd
+
+    for name in ("daemon", "nobody"):
+        try:
+            pwd.getpwnam(name)
+            return name
+        except KeyError:
+            continue
+    return pwd.getpwuid(os.getuid()).pw_name
+
+
+USER = existing_user()
 OUT = Path(__file__).with_name("results.md")
 SIZES = (100, 1000, 10000)
 
@@ -127,14 +145,14 @@ def manifest(n: int, first: int = 0) -> str:
             f"  task-{i:05d}:",
             f"    command: [/usr/bin/php, /srv/app/artisan, 'task:{i}']",
             f"    schedule: '*-*-* {i % 24:02d}:{i % 60:02d}:00'",
-            "    user: app",
+            f"    user: {USER}",
         ]
     return "\n".join(lines) + "\n"
 
 
 def crontab(n: int) -> str:
     """The same jobs as a cron.d file (minute hour dom month dow user command)."""
-    return "".join(f"{i % 60} {i % 24} * * * app /usr/bin/php /srv/app/artisan task:{i}\n" for i in range(n))
+    return "".join(f"{i % 60} {i % 24} * * * {USER} /usr/bin/php /srv/app/artisan task:{i}\n" for i in range(n))
 
 
 def systemd_cron(tmp: Path) -> Path | None:
@@ -272,7 +290,7 @@ def main() -> int:
         "this checkout pip-installed into a fresh virtualenv (bytecode compiled, as users get it); every row is a fresh",
         f"process; wall time is the median of {runs} runs (3 at 10,000 jobs) with min..max; CPU is",
         "user+system of the child; peak RSS is the child's ru_maxrss. Jobs: one command, calendar",
-        "schedule and user each, target systemd 252, into an empty folder unless stated; 10,000",
+        f"schedule and user (`{USER}`, one that exists here, for both) each, target systemd 252, into an empty folder unless stated; 10,000",
         "jobs are 10 manifests of 1,000 in one `jobgen render` (one manifest holds at most 1 MiB).",
         "",
         *ratios,

@@ -283,6 +283,50 @@ def test_start_up_imports_no_typer_and_nothing_without_a_manifest(tmp_path: Path
     assert (r.returncode, r.stdout) == (0, "[]\n"), r.stderr
 
 
+def imported(stderr: str) -> set[str]:
+    """Module names from `-X importtime` lines ("import time: self | cumulative | name")."""
+    return {line.rsplit("|", 1)[1].strip() for line in stderr.splitlines() if line.startswith("import time:") and "|" in line}
+
+
+def test_no_manifest_exits_on_the_standard_library_and_writes_nothing(tmp_path: Path) -> None:
+    # Every boot and daemon-reload of every host with the generator linked: folders that do
+    # not exist, or hold no manifest (a README, a hidden .yaml), load nothing of the
+    # compiler, PyYAML, jinja2 or packaging, and write nothing (systemd empties the output
+    # folders before each run; nothing to add).
+    empty = tmp_path / "usr-lib"
+    empty.mkdir()
+    (empty / "README").write_text("manifests go here\n")
+    (empty / ".draft.yaml").write_text(job("draft"))
+    r, out = run_generator(tmp_path, tmp_path / "etc-absent", empty, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    modules = imported(r.stderr)
+    assert "jobgen.cli.generator" in modules  # the probe sees the generator's own imports
+    assert r.returncode == 0
+    assert [line for line in r.stderr.splitlines() if not line.startswith("import time:")] == []
+    assert sorted(m for m in modules if m.split(".")[0] in ("jinja2", "yaml", "packaging", "typer")) == []
+    assert sorted(m for m in modules if m.startswith(("jobgen.compiler", "jobgen.contract", "jobgen.host.generator"))) == []
+    assert not out.exists() and not (tmp_path / "early").exists() and not (tmp_path / "late").exists()
+
+
+def test_with_manifests_only_what_compiling_them_needs_is_loaded(tmp_path: Path) -> None:
+    # A target written as a release ("252") needs no packaging, temporary names no secrets
+    # (hmac, OpenSSL), schedules without a zone no zoneinfo (sysconfig); no typer at all.
+    src = manifests(tmp_path / "etc", **{"shop.yaml": SHOP})
+    r, out = run_generator(tmp_path, src, env={"PYTHONPROFILEIMPORTTIME": "1"})
+    modules = imported(r.stderr)
+    assert r.returncode == 0 and (out / "export.timer").exists()
+    assert "jobgen.compiler.render" in modules  # it did compile
+    assert sorted(m for m in modules if m.split(".")[0] in ("typer", "click", "packaging", "secrets", "hmac", "zoneinfo")) == []
+
+
+def test_only_masked_manifests_write_nothing(tmp_path: Path) -> None:
+    # A name that looks like a manifest takes the full path (discover() decides masking):
+    # an empty file masks it, and the run writes what a run without manifests writes.
+    src = manifests(tmp_path / "etc", **{"a.yaml": ""})
+    r, out = run_generator(tmp_path, src)
+    assert (r.returncode, r.stderr) == (0, "")
+    assert not out.exists()
+
+
 def test_a_job_named_like_an_installed_unit_is_refused(tmp_path: Path) -> None:
     # Generated units rank above /usr/lib: this job would silently replace systemd's own.
     vendor = Path("/usr/lib/systemd/system")

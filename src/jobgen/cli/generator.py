@@ -29,13 +29,14 @@ reported like a skipped one, and what was written stays.
 
 from __future__ import annotations
 
-import contextlib
+# Start-up: os, sys and time only (all three already loaded by the interpreter) until a
+# manifest is found; contextlib, signal (enum), exits.py (the contract tables) and the
+# compiler come after that (host/sources.py).
 import os
-import signal
 import sys
 import time
 
-from jobgen.cli.exits import EXIT_INVALID
+from jobgen.host import sources
 
 # The deadline counts from here (as early as the program can read a clock), and compiling
 # stops REPORT_MARGIN before it, so the report and the exit fit inside it too.
@@ -78,13 +79,17 @@ class Log:
             self.undelivered.append((PRIORITY[severity], text))
         if self.kmsg is not None:
             record = f"<{PRIORITY[severity]}>{IDENT}[{os.getpid()}]: {text}".encode()[:KMSG_MAX] + b"\n"
-            with contextlib.suppress(OSError):
+            try:
                 os.write(self.kmsg, record)
+            except OSError:
+                pass
         elif self.journal is not None:
             # Native protocol (systemd-journald.service(8)): KEY=value lines, one datagram.
             fields = {"MESSAGE": text.replace("\n", " "), "PRIORITY": str(PRIORITY[severity]), "SYSLOG_IDENTIFIER": IDENT}
-            with contextlib.suppress(OSError):  # a full buffer (EAGAIN) drops the line, never waits
+            try:
                 self.journal.send("".join(f"{k}={v}\n" for k, v in fields.items()).encode())
+            except OSError:  # a full buffer (EAGAIN) drops the line, never waits
+                pass
 
 
 def _journal_socket():
@@ -110,14 +115,19 @@ def run(argv: list[str], env: dict[str, str]) -> int:
         print(USAGE)
         return 0
     if len(argv) not in (1, 3) or argv[0].startswith("-"):
+        from jobgen.cli.exits import EXIT_INVALID
+
         print(USAGE, file=sys.stderr)
         return EXIT_INVALID
     # Jobs belong to the booted system: nothing in the initrd, nothing for a user manager.
     if env.get("SYSTEMD_IN_INITRD") == "1" or env.get("SYSTEMD_SCOPE") == "user":
         return 0
+    dirs = sources.manifest_dirs(env)
+    if not sources.any_manifest(dirs):
+        return 0  # what most hosts at most reloads get: nothing to write, nothing loaded
     from jobgen.host import generator
 
-    manifests = generator.discover(generator.manifest_dirs(env))
+    manifests = generator.discover(dirs)
     if not manifests:
         return 0
     log = Log(env)
@@ -186,21 +196,33 @@ class _Alarm:
             raise generator.DeadlineReached()
 
     def __enter__(self) -> _Alarm:
+        import signal
+
         self._previous = signal.signal(signal.SIGALRM, self._ring)
         signal.setitimer(signal.ITIMER_REAL, max(self.deadline - time.monotonic(), 0.001))
         return self
 
     def __exit__(self, *exc) -> None:
+        import signal
+
         signal.setitimer(signal.ITIMER_REAL, 0)
         signal.signal(signal.SIGALRM, self._previous)
 
-    @contextlib.contextmanager
-    def held(self):
-        self._held = True
-        try:
-            yield
-        finally:
-            self._held = False
+    def held(self) -> _Held:
+        return _Held(self)
+
+
+class _Held:
+    """`with alarm.held():` (a class, not contextlib: see the start-up note above)."""
+
+    def __init__(self, alarm: _Alarm):
+        self._alarm = alarm
+
+    def __enter__(self) -> None:
+        self._alarm._held = True
+
+    def __exit__(self, *exc) -> None:
+        self._alarm._held = False
 
 
 def main() -> None:

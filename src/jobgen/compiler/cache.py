@@ -34,7 +34,6 @@ import contextlib
 import hashlib
 import json
 import os
-import secrets
 import stat
 from dataclasses import dataclass
 from pathlib import Path
@@ -224,7 +223,7 @@ def store(output: Path, entry: Entry) -> None:
         dir_fd = _open_folder(where, create=True)
     except (OSError, Untrusted):
         return
-    tmp = f".tmp.{secrets.token_hex(6)}"
+    tmp = f".tmp.{os.urandom(6).hex()}"  # getrandom(2), as secrets would
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as fh:

@@ -31,7 +31,10 @@ import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from zoneinfo import ZoneInfo
 
 __all__ = [
     "USEC_INFINITY",
@@ -336,6 +339,8 @@ def timezone_is_valid(name: str) -> bool:
         return True
     if not _ZONE_NAME.fullmatch(name):
         return False
+    from zoneinfo import ZoneInfo, ZoneInfoNotFoundError  # here: zoneinfo loads sysconfig; most schedules name no zone
+
     try:
         ZoneInfo(name)
     except (ZoneInfoNotFoundError, ValueError, OSError):
@@ -416,7 +421,7 @@ class Calendar:
         """
         if after.tzinfo is None:
             raise ValueError("next_elapses needs a timezone-aware datetime")
-        zone = None if self.timezone is None or self.utc else ZoneInfo(self.timezone)
+        zone = None if self.timezone is None or self.utc else _zone(self.timezone)
         usec = (after - _EPOCH) // timedelta(microseconds=1)
         result = []
         for _ in range(n):
@@ -882,6 +887,12 @@ class _Local:
         self.last_offset: int | None = None
 
 
+def _zone(name: str) -> ZoneInfo:
+    from zoneinfo import ZoneInfo
+
+    return ZoneInfo(name)
+
+
 def _is_dst(t: int, zone: ZoneInfo) -> int:
     return 1 if datetime.fromtimestamp(t, zone).dst() else 0
 
@@ -1243,7 +1254,7 @@ _ZONE_SCAN_STEPS = 20
 def _dst_changes(name: str) -> tuple[datetime, ...]:
     """UTC instants in [PROBE_FROM, PROBE_UNTIL) where the zone's offset changes (to the
     hour): a day-by-day scan, then hour by hour in a day whose offset changed."""
-    zone = ZoneInfo(name)
+    zone = _zone(name)
     day, hour = timedelta(days=1), timedelta(hours=1)
     out, t = [], PROBE_FROM
     while t < PROBE_UNTIL:

@@ -21,7 +21,6 @@ from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePath
 from typing import Any, Callable
-from zoneinfo import available_timezones
 
 from jobgen.compiler import cron, limits, names, notify, shellwords, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
@@ -421,6 +420,8 @@ _ZONES: set[str] = set()
 
 def _zones() -> set[str]:
     if not _ZONES:
+        from zoneinfo import available_timezones  # here: zoneinfo loads sysconfig, and most manifests name no zone
+
         _ZONES.update(available_timezones())
     return _ZONES
 

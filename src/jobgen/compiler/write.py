@@ -44,7 +44,6 @@ import fcntl
 import itertools
 import json
 import os
-import secrets
 import stat
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -418,8 +417,10 @@ def _sync_all(outdir: Path, temps: list[str]) -> None:
 
 
 # Temporary names: one random part per process and a counter, so 2,000 files cost one
-# getrandom(2), not 2,000 (O_EXCL still refuses a name that exists).
-_TMP_NAMES = (f"{TMP_PREFIX}{token}{n:x}" for token in [secrets.token_hex(4)] for n in itertools.count())
+# getrandom(2), not 2,000 (O_EXCL still refuses a name that exists). os.urandom, not
+# secrets: the name needs no more, and secrets would load hmac and OpenSSL at every boot
+# (jobgen-generator writes through here).
+_TMP_NAMES = (f"{TMP_PREFIX}{token}{n:x}" for token in [os.urandom(4).hex()] for n in itertools.count())
 
 
 def _umask() -> int:

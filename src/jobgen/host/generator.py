@@ -50,16 +50,11 @@ from typing import TYPE_CHECKING
 
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.notify import MAIL_TEMPLATE
+# Where manifests are read (re-exported: MANIFEST_DIRS, MANIFEST_DIRS_ENV, manifest_dirs).
+from jobgen.host.sources import MANIFEST_DIRS, MANIFEST_DIRS_ENV, MANIFEST_SUFFIX, is_manifest_name, manifest_dirs  # noqa: F401
 
 if TYPE_CHECKING:
     from jobgen.compiler.target import Target
-
-# Where manifests are read, highest precedence first: a file in /etc/jobgen/ replaces the
-# same-named file in /usr/lib/jobgen/ (systemd.unit(5)'s rule for /etc over /usr/lib).
-MANIFEST_DIRS = ("/etc/jobgen", "/usr/lib/jobgen")
-# Tests and image builds read other folders, as Quadlet honours QUADLET_UNIT_DIRS.
-MANIFEST_DIRS_ENV = "JOBGEN_MANIFEST_DIRS"
-MANIFEST_SUFFIX = ".yaml"
 
 LOCKS_UNIT = "jobgen-locks.service"
 TMPFILES_CONF = "jobgen/tmpfiles.conf"  # not a unit name: systemd's loader ignores the folder
@@ -110,13 +105,6 @@ class DeadlineReached(BaseException):
     BaseException: generate()'s net for compiler bugs must not catch it)."""
 
 
-def manifest_dirs(env: dict[str, str]) -> tuple[str, ...]:
-    value = env.get(MANIFEST_DIRS_ENV)
-    if value is None:
-        return MANIFEST_DIRS
-    return tuple(d for d in value.split(":") if d)
-
-
 def _masked(path: Path) -> bool:
     # systemd's convention for masking a vendor file: an empty file or a link to /dev/null.
     try:
@@ -135,7 +123,7 @@ def discover(dirs: tuple[str, ...]) -> list[Path]:
         except OSError:
             continue  # a folder that does not exist holds no manifests
         for name in names:
-            if name.endswith(MANIFEST_SUFFIX) and not name.startswith(".") and name not in chosen:
+            if is_manifest_name(name) and name not in chosen:
                 chosen[name] = Path(folder, name)
     return [chosen[name] for name in sorted(chosen) if not _masked(chosen[name])]
 

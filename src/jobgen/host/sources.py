@@ -1,0 +1,41 @@
+"""Where jobgen-generator reads manifests, and the one question it asks at every boot and
+daemon-reload before anything else: is there a manifest at all?
+
+Imports the standard library's os alone: on a host with the generator linked and no
+manifest (most reloads of most hosts) this module is all of jobgen that runs, and the
+generator exits without loading the compiler, PyYAML or jinja2 (systemd.generator(7):
+generators run synchronously before any unit starts, so they should be fast).
+"""
+
+import os
+
+# Where manifests are read, highest precedence first: a file in /etc/jobgen/ replaces the
+# same-named file in /usr/lib/jobgen/ (systemd.unit(5)'s rule for /etc over /usr/lib).
+MANIFEST_DIRS = ("/etc/jobgen", "/usr/lib/jobgen")
+# Tests and image builds read other folders, as Quadlet honours QUADLET_UNIT_DIRS.
+MANIFEST_DIRS_ENV = "JOBGEN_MANIFEST_DIRS"
+MANIFEST_SUFFIX = ".yaml"
+
+
+def manifest_dirs(env: dict[str, str]) -> tuple[str, ...]:
+    value = env.get(MANIFEST_DIRS_ENV)
+    if value is None:
+        return MANIFEST_DIRS
+    return tuple(d for d in value.split(":") if d)
+
+
+def is_manifest_name(name: str) -> bool:
+    return name.endswith(MANIFEST_SUFFIX) and not name.startswith(".")
+
+
+def any_manifest(dirs: tuple[str, ...]) -> bool:
+    """Whether any folder holds a file name discover() (host/generator.py) would consider.
+    A yes may still come to no manifest (all masked); a no is final."""
+    for folder in dirs:
+        try:
+            with os.scandir(folder) as entries:
+                if any(is_manifest_name(entry.name) for entry in entries):
+                    return True
+        except OSError:
+            continue  # a folder that does not exist holds no manifests
+    return False

@@ -1,0 +1,54 @@
+"""What `jobgen lock` loads before it runs a job: it starts in front of every run of a
+cluster-scope job, so it imports the client library of the backend its URL names and no
+other, and never the compiler, typer, PyYAML or jinja2. Observed from outside with
+`-X importtime` (PYTHONPROFILEIMPORTTIME), on the console script the units call.
+
+No server is needed: port 1 on loopback refuses at once, after the backend and its client
+have been loaded."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from jobgen.contract.locks import EXIT
+
+JOBGEN = Path(sys.executable).with_name("jobgen")
+CLIENTS = ("redis", "pymysql", "psycopg")
+NEVER = ("typer", "click", "jinja2", "yaml", "packaging", "jobgen.compiler")
+
+
+def imported(*args: str) -> tuple[subprocess.CompletedProcess, set[str]]:
+    env = {"PATH": os.environ["PATH"], "PYTHONPROFILEIMPORTTIME": "1"}
+    r = subprocess.run([str(JOBGEN), "lock", *args], capture_output=True, text=True, env=env, timeout=60)
+    names = {line.rsplit("|", 1)[1].strip() for line in r.stderr.splitlines() if line.startswith("import time:")}
+    return r, names
+
+
+def loaded(names: set[str], roots: tuple[str, ...]) -> list[str]:
+    return sorted(root for root in roots if any(n == root or n.startswith(root + ".") for n in names))
+
+
+def test_help_loads_no_client_library() -> None:
+    r, names = imported("--help")
+    assert r.returncode == 0 and "--backend URL" in r.stdout
+    assert "jobgen.runtime.lock" in names  # the probe sees the holder's own imports
+    assert loaded(names, CLIENTS + NEVER) == []
+
+
+@pytest.mark.parametrize("url, client, outcome", [
+    ("redis://127.0.0.1:1/0", "redis", "unreachable"),
+    ("mariadb://jobs@127.0.0.1:1/jobs", "pymysql", "unreachable"),
+    ("postgres://jobs@127.0.0.1:1/jobs", "psycopg", "unreachable"),
+])
+def test_a_backend_loads_its_own_client_only(url: str, client: str, outcome: str, tmp_path: Path) -> None:
+    marker = tmp_path / "ran"
+    r, names = imported("--backend", url, "--name", "n", "--connect-timeout", "5", "--", "touch", str(marker))
+    assert r.returncode == EXIT[outcome][0], r.stderr[-2000:]
+    assert f" {outcome} name=n " in r.stderr
+    assert not marker.exists()
+    assert loaded(names, CLIENTS + NEVER) == [client]
