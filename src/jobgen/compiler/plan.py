@@ -27,6 +27,8 @@ from typing import Any, Callable
 from jobgen.compiler import escape, names, timespec
 from jobgen.compiler.context import RunSpec, process_context
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
+from jobgen.compiler.hardening import HARDENING
+from jobgen.compiler.hardening import STRICT as _HARDENING_STRICT
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
 from jobgen.compiler.target import Target, parse_target
@@ -159,47 +161,6 @@ class Plan:
     # a line only when journald attests it came from one of these (host/status.py).
     journal_units: dict[str, tuple[tuple[str, str], ...]] = field(compare=False, default_factory=dict)
 
-
-# --------------------------------------------------------------------------- hardening
-# Profiles are data: (section, directive, value). A directive the target lacks is left
-# out with a note (FALLBACKS), so 'strict' degrades on old systemd instead of warning.
-_HARDENING_DEFAULT = (
-    ("Service", "NoNewPrivileges", "yes"),
-    ("Service", "PrivateTmp", "yes"),
-    ("Service", "ProtectSystem", "full"),
-    ("Service", "ProtectKernelTunables", "yes"),
-    ("Service", "ProtectKernelModules", "yes"),
-    ("Service", "ProtectKernelLogs", "yes"),
-    ("Service", "ProtectControlGroups", "yes"),
-    ("Service", "ProtectClock", "yes"),
-    ("Service", "ProtectHostname", "yes"),
-    ("Service", "RestrictSUIDSGID", "yes"),
-    ("Service", "RestrictRealtime", "yes"),
-    ("Service", "LockPersonality", "yes"),
-    ("Service", "SystemCallArchitectures", "native"),
-)
-_HARDENING_STRICT = _HARDENING_DEFAULT + (
-    ("Service", "ProtectSystem", "strict"),
-    ("Service", "ProtectHome", "yes"),
-    ("Service", "PrivateDevices", "yes"),
-    ("Service", "PrivateUsers", "yes"),
-    ("Service", "PrivateIPC", "yes"),
-    ("Service", "ProtectProc", "invisible"),
-    ("Service", "ProcSubset", "pid"),
-    ("Service", "RestrictNamespaces", "yes"),
-    ("Service", "RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6"),
-    ("Service", "CapabilityBoundingSet", ""),
-    ("Service", "AmbientCapabilities", ""),
-    ("Service", "SystemCallFilter", "@system-service"),
-    ("Service", "SystemCallFilter", "~@privileged @resources"),
-    ("Service", "SystemCallErrorNumber", "EPERM"),
-    ("Service", "MemoryDenyWriteExecute", "yes"),
-    ("Service", "RemoveIPC", "yes"),
-    ("Service", "UMask", "0077"),
-    ("Service", "DevicePolicy", "closed"),
-    ("Service", "KeyringMode", "private"),
-)
-HARDENING = {"none": (), "default": _HARDENING_DEFAULT, "strict": _HARDENING_STRICT}
 
 # --------------------------------------------------------------------------- what is written
 # Directives plan.py composes itself (a simple key's directive is a row of the key table,
