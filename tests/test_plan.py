@@ -20,7 +20,7 @@ import pytest
 from jobgen.compiler import load, plan as compiler_plan, validate
 from jobgen.compiler.target import parse_target
 from jobgen.contract.policies import DEFAULT_SCOPE, OVERLAP, SCOPES
-from jobgen.runtime.backends.postgres import advisory_key
+from jobgen.contract.locks import advisory_key
 from jobgen.tools import plan as tool
 
 ROOT = Path(__file__).resolve().parent.parent
