@@ -6,9 +6,8 @@ jobgen.cli and the tests use this; nothing here prints, exits or writes.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from pathlib import Path
 
-from jobgen.compiler import load, plan, render, validate
+from jobgen.compiler import limits, load, plan, render, validate
 from jobgen.compiler.diagnostics import Diagnostic
 from jobgen.compiler.target import Target
 
@@ -27,6 +26,5 @@ def build(path: str, target: Target | None = None, holder: str = plan.DEFAULT_HO
     else:
         tree = load.load_bytes(load.read_file(path) if data is None else data, path)
     manifest, warnings = validate.validate(tree, path, target)
-    stem = Path(path).stem
-    the_plan = plan.plan(manifest, holder=holder, tmpfiles_name=f"jobgen-{stem}.conf")
+    the_plan = plan.plan(manifest, holder=holder, tmpfiles_name=limits.tmpfiles_name(path))
     return Result(the_plan, render.render(the_plan), tuple(sorted(set(warnings) | set(the_plan.notes))))

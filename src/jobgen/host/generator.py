@@ -196,7 +196,7 @@ def _compile(path: str, running: Target | None, holder: str) -> _Compiled:
     """One manifest through the compiler stages pipeline.build() runs, with one change: the
     running systemd is the target unless the manifest names one (an explicit target wins).
     Raises ManifestError."""
-    from jobgen.compiler import load, plan, render, validate
+    from jobgen.compiler import limits, load, plan, render, validate
 
     tree = load.load_file(path)
     manifest, warnings = validate.validate(tree, path, None)
@@ -207,7 +207,7 @@ def _compile(path: str, running: Target | None, holder: str) -> _Compiled:
         pos = manifest.target_pos or Pos(path, 1, 1)
         extra.append(Diagnostic(pos, WARNING, f"target {manifest.target.label} does not include the running systemd {running.min}; "
                                               "its units may use directives this systemd ignores"))
-    the_plan = plan.plan(manifest, holder=holder, tmpfiles_name=f"jobgen-{Path(path).stem}.conf")
+    the_plan = plan.plan(manifest, holder=holder, tmpfiles_name=limits.tmpfiles_name(path))
     files = render.render(the_plan)
     units, tmpfiles, wanted_by = {}, None, {}
     for unit in the_plan.files:
@@ -371,7 +371,7 @@ def _dropin(source: str, manifest: str, takes_lock: bool) -> bytes:
 def _locks_unit(exec_start: str, jobs: int, quiet: bool) -> bytes:
     lines = [
         f"{HEADER}: lock files of the {jobs} job(s) generated from manifests in",
-        "# /etc/jobgen and /usr/lib/jobgen (tmpfiles.d(5) lines from jobgen; see jobgen/tmpfiles.conf).",
+        f"# /etc/jobgen and /usr/lib/jobgen (tmpfiles.d(5) lines from jobgen; see {TMPFILES_CONF}).",
         "[Unit]",
         "Description=Lock files of jobgen's jobs",
         "Documentation=man:systemd-tmpfiles(8) man:systemd.generator(7)",
