@@ -43,3 +43,58 @@ def test_the_literal_reader_sees_f_string_parts():
     # The check above is only as good as the reader: an f-string's text counts.
     sample = PACKAGE / "compiler" / "header.py"
     assert any("Do not edit: re-run it." in text for _, text in literals(sample))
+
+
+# --------------------------------------------------------------------------- contract words
+# Outcome words (contract/outcomes.py), overlap policy and lock scope names
+# (contract/policies.py): written, matched and counted by importing them, never by
+# spelling them again.
+from jobgen.contract import outcomes, policies  # noqa: E402
+
+WORDS = set(outcomes.RUN) | set(outcomes.QUEUE) | set(policies.OVERLAP) | set(policies.SCOPES)
+
+# (module, word) -> why the same letters there are not the contract word. Each entry must
+# still match something (test_every_allowance_is_used), so none outlives its reason.
+ALLOWED = {
+    ("cli/__init__.py", "queue"): "the `jobgen queue` command's name",
+    ("cli/app.py", "queue"): "the `jobgen queue` command's name",
+    ("cli/queue.py", "queue"): "the `jobgen queue` command's name, passed to the runtime",
+    ("runtime/queue/command.py", "queue"): "the `jobgen queue` command's name",
+    ("cli/render.py", "recovered"): "a field of render's JSON report on an interrupted write, not a queue event",
+    ("compiler/plan.py", "unit"): "`jobgen enqueue --by unit`: who recorded a request, not a lock scope",
+    ("compiler/plan.py", "queue"): "a Plan.journal_units kind (queue units), read by host/status.py",
+    ("host/status.py", "queue"): "the Plan.journal_units kind and the JSON report's queue section",
+    ("compiler/validate.py", "queue"): "the manifest key `queue:`",
+    ("compiler/validate.py", "timeout"): "the manifest key `timeout:`",
+    ("tools/schema.py", "queue"): "the manifest key `queue:` in the JSON schema",
+    ("runtime/lock.py", "wait"): "the `jobgen lock --wait` option",
+    ("runtime/lock.py", "done"): "the holder's own phase, shown in its log lines",
+    ("runtime/tree.py", "done"): "a message of the holder-to-keeper pipe",
+    ("runtime/run.py", "success"): "systemd's $SERVICE_RESULT value (systemd.exec(5)), which `jobgen run` imitates; "
+                                   "outcomes.BY_RESULT turns it into an outcome word",
+    ("runtime/run.py", "timeout"): "systemd's $SERVICE_RESULT value (systemd.exec(5)), as above",
+}
+
+
+def contract_word_literals() -> dict[tuple[str, str], list[str]]:
+    found: dict[tuple[str, str], list[str]] = {}
+    for path in modules(outside=("contract/",)):
+        module = path.relative_to(PACKAGE).as_posix()
+        for line, text in literals(path):
+            if text in WORDS:
+                found.setdefault((module, text), []).append(where(path, line))
+    return found
+
+
+def test_no_outcome_policy_or_scope_word_is_spelt_outside_contract():
+    copies = {key: places for key, places in contract_word_literals().items() if key not in ALLOWED}
+    assert copies == {}
+
+
+def test_every_allowance_is_used():
+    assert sorted(set(ALLOWED) - set(contract_word_literals())) == []
+
+
+def test_the_words_are_the_contracts():
+    # What the check looks for: a word missing here would never be found.
+    assert {"skipped", "wait-expired", "enqueued", "retry", "skip", "allow", "host", "cluster"} <= WORDS

@@ -32,7 +32,7 @@ from jobgen.compiler.hardening import STRICT as _HARDENING_STRICT
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
 from jobgen.compiler.target import Target, parse_target
-from jobgen.contract import locks, outcomes
+from jobgen.contract import locks, outcomes, policies
 from jobgen.contract import queue as queue_contract
 
 # Stated in every output when the manifest names no target: Debian 12 and RHEL 9 ship
@@ -579,7 +579,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     drain_cmd = (ctx.holder, "drain", *store, *per_request, "--", *job.command)
     # The enqueuer: the job's timer, user, environment and hardening, no lock (enqueue takes
     # the spool's own short lock), no reporter (enqueue logs enqueued/rejected itself).
-    enq_job = replace(job, command=(*enqueue, "unit"), overlap="allow", lock=None, queue=None, timeout_usec=60_000_000)
+    enq_job = replace(job, command=(*enqueue, "unit"), overlap=policies.ALLOW, lock=None, queue=None, timeout_usec=60_000_000)
     units, enq_run, _ = _job_files(ctx, enq_job)
     drainer = f"{job.name}-drain.service"
     spool = f"{QUEUE_DIR}/{job.name}" if job.lock is not None and job.lock.kind.lock_file else None
@@ -596,7 +596,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     ]
     # The drainer: the job's lock around `jobgen drain`; it loops until the queue is empty.
     # No TimeoutStartSec from 'timeout': one drain runs many requests (each one is bounded).
-    drain_job = replace(job, command=drain_cmd, overlap="skip", timeout_usec=None, schedule=replace(job.schedule, kind="every"))
+    drain_job = replace(job, command=drain_cmd, overlap=policies.SKIP, timeout_usec=None, schedule=replace(job.schedule, kind="every"))
     drain_units, _, lines = _job_files(ctx, drain_job)
     (svc,) = [u for u in drain_units if u.kind == "service"]
     svc = replace(svc, filename=drainer, comment=f"job {job.name}: drains its queue, one request at a time under its lock")

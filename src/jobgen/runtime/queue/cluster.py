@@ -22,6 +22,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
+from jobgen.contract import outcomes
 from jobgen.runtime.backends import Options, Target
 from jobgen.runtime.queue.spool import FAILED, PENDING, RUNNING, STATES, Enqueued, NoSuchRequest, QueueFull, Request
 
@@ -125,15 +126,15 @@ class RedisQueue:
         pipe.lrem(self.keys[RUNNING], 1, req.id)
         if status == 0:
             pipe.delete(self.keys["req"] + req.id)
-            outcome = "done"
+            outcome = outcomes.DONE
         else:
             pipe.hset(self.keys["req"] + req.id, "last_status", status)
             if req.attempts >= self.limits.max_attempts:
                 pipe.rpush(self.keys[FAILED], req.id)
-                outcome = "failed"
+                outcome = outcomes.FAILED
             else:
                 pipe.lpush(self.keys[PENDING], req.id)  # stays first in line
-                outcome = "retry"
+                outcome = outcomes.RETRY
         pipe.execute()
         return outcome
 
@@ -219,7 +220,7 @@ class SqlQueue:
                 same = [r for r in pending if r[1] == blob]
                 if self.limits.on_full == "coalesce" and same:
                     self.conn.commit()
-                    return Enqueued(self._req(same[-1]), "coalesced", len(pending))
+                    return Enqueued(self._req(same[-1]), outcomes.COALESCED, len(pending))
                 raise QueueFull(f"{len(pending)} requests pending (max_pending {self.limits.max_pending})")
             # The row's id is the arrival order; the request id shows it, plus random bits
             # (ids stay unique even where a server reuses a drained table's numbers).
@@ -233,7 +234,7 @@ class SqlQueue:
                 rid = _new_id(int(cur.fetchone()[0]))
                 cur.execute("UPDATE jobgen_queue SET rid = %s WHERE rid = %s", (rid, temp))
             self.conn.commit()
-            return Enqueued(self.find(rid), "enqueued", len(pending) + 1)
+            return Enqueued(self.find(rid), outcomes.ENQUEUED, len(pending) + 1)
         except BaseException:
             self.conn.rollback()
             raise
@@ -287,10 +288,10 @@ class SqlQueue:
             with self.conn.cursor() as cur:
                 cur.execute("DELETE FROM jobgen_queue WHERE queue = %s AND rid = %s", (self.name, req.id))
             self.conn.commit()
-            return "done"
+            return outcomes.DONE
         dest = FAILED if req.attempts >= self.limits.max_attempts else PENDING
         self._set(req.id, dest, last_status=status)  # a retried request keeps its id: still first
-        return "failed" if dest == FAILED else "retry"
+        return outcomes.FAILED if dest == FAILED else outcomes.RETRY
 
     def retry(self, rid: str) -> Request:
         if self.find(rid).state != FAILED:
