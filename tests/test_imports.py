@@ -136,3 +136,15 @@ def test_no_import_cycle_among_jobgen_modules():
 @pytest.mark.parametrize("module", sorted(set(MODULES) - {"jobgen.__main__"}))
 def test_every_module_imports(module):
     importlib.import_module(module)
+
+
+# The commands that compile manifests go through pipeline.build, the one entry to the
+# stages: a command calling them itself has once compiled differently from render
+# (names, merge rules, the tmpfiles.d name).
+STAGES = {f"jobgen.compiler.{s}" for s in ("load", "validate", "plan", "render")}
+
+
+@pytest.mark.parametrize("module", ["jobgen.host.generator", "jobgen.cli.apply", "jobgen.cli.render", "jobgen.cli.app"])
+def test_commands_compile_through_the_pipeline(module):
+    assert sorted(GRAPH[module] & STAGES) == []
+    assert "jobgen.compiler.pipeline" in GRAPH[module] | {d for m in GRAPH[module] if m.startswith("jobgen.cli") for d in GRAPH[m]}

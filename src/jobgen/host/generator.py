@@ -38,7 +38,6 @@ Pure except for reading manifests and the running systemd's version (``discover`
 
 from __future__ import annotations
 
-import dataclasses
 import glob
 import os
 import re
@@ -194,22 +193,18 @@ def _covers(target: Target, release: int) -> bool:
 
 
 def _compile(path: str, running: Target | None, holder: str) -> _Compiled:
-    """One manifest through the compiler stages pipeline.build() runs, with one change: the
-    running systemd is the target unless the manifest names one (an explicit target wins).
+    """One manifest through pipeline.build(), as `jobgen render` compiles it, the running
+    systemd being the target unless the manifest names one (an explicit target wins).
     Raises ManifestError."""
-    from jobgen.compiler import limits, load, plan, render, validate
+    from jobgen.compiler import pipeline
 
-    tree = load.load_file(path)
-    manifest, warnings = validate.validate(tree, path, None)
+    result = pipeline.build(path, None, holder, running=running)
+    manifest, the_plan, files = result.manifest, result.plan, result.files
     extra = []
-    if manifest.target is None and running is not None:
-        manifest = dataclasses.replace(manifest, target=running)
-    elif manifest.target is not None and running is not None and not _covers(manifest.target, running.min):
+    if manifest.target is not None and running is not None and not _covers(manifest.target, running.min):
         pos = manifest.target_pos or Pos(path, 1, 1)
         extra.append(Diagnostic(pos, WARNING, f"target {manifest.target.label} does not include the running systemd {running.min}; "
                                               "its units may use directives this systemd ignores"))
-    the_plan = plan.plan(manifest, holder=holder, tmpfiles_name=limits.tmpfiles_name(path))
-    files = render.render(the_plan)
     units, tmpfiles, wanted_by = {}, None, {}
     for unit in the_plan.files:
         if unit.kind == "tmpfiles":
@@ -227,7 +222,7 @@ def _compile(path: str, running: Target | None, holder: str) -> _Compiled:
         for suffix in (".service", ".timer", ".target", "@.service"):
             owners[item.name + suffix] = item.pos
     jobs = tuple(f"{job.name}.service" for job in manifest.jobs)
-    notes = tuple(sorted(set(warnings) | set(the_plan.notes) | set(extra)))
+    notes = tuple(sorted(set(result.diagnostics) | set(extra)))
     return _Compiled(path, units, tmpfiles, wanted_by, owners, jobs, notes)
 
 
@@ -262,7 +257,7 @@ def generate(manifests: list[Path], normal_dir: str, running: int | None, holder
     ordinary ones from being written before the deadline. The same order decides which
     of two manifests that generate one unit name is skipped (the later)."""
     from jobgen.compiler import escape
-    from jobgen.compiler.plan import DEFAULT_HOLDER
+    from jobgen.contract.locks import DEFAULT_HOLDER
     from jobgen.compiler.target import parse_target
 
     target = None
