@@ -98,3 +98,38 @@ def test_every_allowance_is_used():
 def test_the_words_are_the_contracts():
     # What the check looks for: a word missing here would never be found.
     assert {"skipped", "wait-expired", "enqueued", "retry", "skip", "allow", "host", "cluster"} <= WORDS
+
+
+# --------------------------------------------------------------------------- file names
+
+def templates(path: Path) -> list[tuple[int, str]]:
+    """(line, text) of every string constant and f-string, an f-string's values shown as {}."""
+    tree = ast.parse(path.read_text(encoding="utf-8"), str(path))
+    found = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.JoinedStr):
+            found.append((node.lineno, "".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values)))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            found.append((node.lineno, node.value))
+    return found
+
+
+def test_the_tmpfiles_snippet_name_is_spelt_only_in_limits_py():
+    # render, apply and the generator all name tmpfiles.d/jobgen-STEM.conf through
+    # limits.tmpfiles_name; a second f"jobgen-{stem}.conf" once drifted from the limit.
+    copies = [where(p, n) for p in modules(outside=("compiler/limits.py",))
+              for n, text in templates(p) if text == "jobgen-{}.conf"]
+    assert copies == []
+
+
+def test_the_temporary_file_prefix_is_spelt_only_in_write_py():
+    copies = [where(p, n) for p in modules(outside=("compiler/write.py",))
+              for n, text in templates(p) if "jobgen-tmp" in text]
+    assert copies == []
+
+
+def test_the_file_name_reader_sees_an_f_string_as_a_template(tmp_path):
+    # The copy that was removed from compiler/pipeline.py, as it was written.
+    copy = tmp_path / "copy.py"
+    copy.write_text('stem = "shop"\nname = f"jobgen-{stem}.conf"\n')
+    assert (2, "jobgen-{}.conf") in templates(copy)
