@@ -40,13 +40,15 @@ def _new_id(seq: int) -> str:
 
 # --------------------------------------------------------------------------- Redis
 
+# ARGV[7], ARGV[8]: the outcome words coalesced and enqueued (contract/outcomes.py), passed
+# in so the script never spells them.
 _ENQUEUE = """
 local pending = redis.call('llen', KEYS[1])
 if pending >= tonumber(ARGV[1]) then
   if ARGV[2] == 'coalesce' then
     local ids = redis.call('lrange', KEYS[1], 0, -1)
     for i = #ids, 1, -1 do
-      if redis.call('hget', KEYS[4] .. ids[i], 'args') == ARGV[3] then return {'coalesced', ids[i], pending} end
+      if redis.call('hget', KEYS[4] .. ids[i], 'args') == ARGV[3] then return {ARGV[7], ids[i], pending} end
     end
   end
   return {'full', '', pending}
@@ -55,7 +57,7 @@ local seq = redis.call('incr', KEYS[2])
 local id = string.format('%020d', seq) .. '-' .. ARGV[4]
 redis.call('hset', KEYS[4] .. id, 'args', ARGV[3], 'enqueued_usec', ARGV[5], 'attempts', 0, 'by', ARGV[6])
 redis.call('rpush', KEYS[1], id)
-return {'enqueued', id, pending + 1}
+return {ARGV[8], id, pending + 1}
 """
 
 
@@ -73,7 +75,8 @@ class RedisQueue:
     def enqueue(self, args: tuple[str, ...] = (), by: str = "") -> Enqueued:
         outcome, rid, pending = self._enqueue(
             keys=[self.keys[PENDING], self.keys["seq"], "", self.keys["req"]],
-            args=[self.limits.max_pending, self.limits.on_full, json.dumps(list(args)), secrets.token_hex(4), time.time_ns() // 1000, by],
+            args=[self.limits.max_pending, self.limits.on_full, json.dumps(list(args)), secrets.token_hex(4), time.time_ns() // 1000, by,
+                  outcomes.COALESCED, outcomes.ENQUEUED],
         )
         outcome, rid = _text(outcome), _text(rid)
         if outcome == "full":
