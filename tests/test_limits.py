@@ -23,7 +23,7 @@ from pathlib import Path
 
 import pytest
 
-from jobgen.compiler import limits
+from jobgen.compiler import limits, write
 from support.sdanalyze import host_analyzer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -101,8 +101,8 @@ HOSTILE = [
      [f"{M}:5:14: error: job 'backup': 'command': the command has 1025 arguments; a command may have at most 1024 (README: Limits)"]),
     ("a command of 70,000 bytes in several arguments", HEAD + "jobs:\n" + job("backup", _args(2, 35_000)),
      [f"{M}:5:14: error: job 'backup': 'command': the command's arguments add up to 70,018 bytes; a command may have at most 65,536 (README: Limits); put long scripts in a file and run that"]),
-    ("a 226-character job name (was ENAMETOOLONG half-way through writing)", HEAD + "jobs:\n" + job("j" * 226),
-     [f"{M}:4:3: error: job '{'j' * 226}': the name has 226 characters; jobgen allows at most 220, so that every file it derives from the name (NAME-drain.service, NAME.lock, ..., and the temporary file each is written through) fits in 255 bytes (README: Limits)"]),
+    ("a 242-character job name (was ENAMETOOLONG half-way through writing)", HEAD + "jobs:\n" + job("j" * 242),
+     [f"{M}:4:3: error: job '{'j' * 242}': the name has 242 characters; jobgen allows at most 241, so that every file it derives from the name (NAME-drain.service, NAME.lock, ...) fits in 255 bytes (README: Limits)"]),
     ("a path component longer than NAME_MAX",
      HEAD + "jobs:\n" + job("backup", extra=f"    working_directory: /srv/{'d' * 256}\n"),
      [f"{M}:7:24: error: job 'backup': 'working_directory': a path component has 256 bytes; each may have at most 255 (NAME_MAX)"]),
@@ -151,7 +151,7 @@ def test_a_manifest_file_name_too_long_for_its_tmpfiles_conf(tmp_path: Path) -> 
     (tmp_path / f"{stem}.yaml").write_text(HEAD + "jobs:\n" + job("backup"))
     result = jobgen("render", f"{stem}.yaml", "-o", "out", cwd=tmp_path)
     assert result.stderr.splitlines() == [
-        f"{stem}.yaml:1:1: error: the manifest's file name has 223 bytes before its extension; jobgen allows at most 222, "
+        f"{stem}.yaml:1:1: error: the manifest's file name has 244 bytes before its extension; jobgen allows at most 243, "
         "so that tmpfiles.d/jobgen-NAME.conf fits in 255 bytes (README: Limits)",
         "jobgen: 1 error; nothing written",
     ]
@@ -161,8 +161,8 @@ def test_a_manifest_file_name_too_long_for_its_tmpfiles_conf(tmp_path: Path) -> 
 
 def test_the_longest_names_render_into_a_real_folder(tmp_path: Path) -> None:
     """At the limits, every file jobgen derives (and the temporary file it writes first)
-    fits: the names of a job, a queue job and a worker are 220 characters, the manifest's
-    stem 222 bytes."""
+    fits: the names of a job, a queue job and a worker are 241 characters, the manifest's
+    stem 243 bytes."""
     name = "n" * limits.NAME
     queued, worker = "q" + name[1:], "w" + name[1:]
     stem = "m" * limits.MANIFEST_STEM_BYTES
@@ -243,3 +243,16 @@ def test_readme_states_every_limit() -> None:
         f"| a path | {limits.PATH_MAX - 1:,} bytes, {limits.NAME_MAX} per component |",
     ):
         assert shown in section
+
+
+def test_temporary_names_come_from_write_and_do_not_grow_with_the_final_name(tmp_path: Path) -> None:
+    """The limits leave no room for the temporary file each file is written through,
+    because its name is write.py's fixed prefix and counter, never the final name: were
+    it to carry the name again, NAME and MANIFEST_STEM_BYTES would have to shrink."""
+    names = {Path(write._write_temp(tmp_path, b"x", sync=False)).name for _ in range(3)}
+    assert all(n.startswith(write.TMP_PREFIX) and len(n) <= write.TMP_NAME_MAX for n in names)
+    assert write.TMP_NAME_MAX <= limits.NAME_MAX
+    # the limits are the derived names' own lengths, nothing else
+    assert limits.NAME == limits.NAME_MAX - len("-drain.service")
+    assert limits.tmpfiles_name(f"/srv/{'m' * limits.MANIFEST_STEM_BYTES}.yaml") == f"jobgen-{'m' * limits.MANIFEST_STEM_BYTES}.conf"
+    assert len(limits.tmpfiles_name("m" * limits.MANIFEST_STEM_BYTES + ".yaml")) == limits.NAME_MAX

@@ -157,3 +157,33 @@ def test_conflict_exit_is_one_number_everywhere():
     from jobgen.runtime import lock
 
     assert plan.CONFLICT_EXIT == locks.CONFLICT_EXIT == lock.EXIT["conflict"][0] == 75
+
+
+# --------------------------------------------------------------------------- server names
+# What a cluster lock is called on its server: contract.locks.SERVER_NAMES, used by the
+# backends to take the lock and by `jobgen plan` to show it. The values are pinned: a
+# change would let an old and a new holder run the same job at once during an upgrade.
+
+def test_every_scheme_has_its_servers_name():
+    assert set(locks.SERVER_NAMES) == set(locks.SCHEMES)
+
+
+@pytest.mark.parametrize("scheme, name, shown", [
+    ("redis", "shop/billing", "redis key jobgen:shop/billing"),
+    ("rediss", "shop/billing", "redis key jobgen:shop/billing"),
+    ("mariadb", "shop:billing", "GET_LOCK('jobgen:shop:billing')"),
+    ("mysql", "shop:billing", "GET_LOCK('jobgen:shop:billing')"),
+    # past GET_LOCK's 64 characters: "jobgen#" + 57 hex digits of sha256(name)
+    ("mariadb", "x" * 70, "GET_LOCK('jobgen#c71bd109227e23434ecf71fd0a344a209136c79ae5a0bda2b5ca442d6')"),
+    ("postgresql", "shop:billing", "pg_advisory_lock(6774465880328942919)"),
+    ("postgres", "shop:billing", "pg_advisory_lock(6774465880328942919)"),
+])
+def test_server_name_of_a_lock(scheme, name, shown):
+    assert locks.SERVER_NAMES[scheme].show(name) == shown
+
+
+def test_get_lock_names_fit_mysqls_limit_and_never_meet_a_plain_one():
+    for n in range(1, 256):
+        got = locks.get_lock_name("a" * n)
+        assert len(got) <= 64
+        assert got.startswith("jobgen:" if n + len("jobgen:") <= 64 else "jobgen#")

@@ -19,7 +19,7 @@ import pytest
 
 from jobgen.compiler import load, plan as compiler_plan, validate
 from jobgen.contract.policies import DEFAULT_SCOPE, OVERLAP, SCOPES
-from jobgen.runtime.backends.postgres import advisory_key
+from jobgen.contract.locks import advisory_key
 from jobgen.tools import plan as tool
 
 ROOT = Path(__file__).resolve().parent.parent

@@ -408,7 +408,7 @@ def test_password_file_path_with_variable(server, lock_name, tmp_path):
 def test_postgres_key_derivation_matches_the_documented_sql(postgres_server):
     import psycopg
 
-    from jobgen.runtime.backends.postgres import advisory_key
+    from jobgen.contract.locks import advisory_key
 
     sql = ("SELECT ('x' || left(encode(sha256(convert_to('jobgen:' || %s, 'UTF8')), 'hex'), 16))"
            "::bit(64)::bigint")
@@ -533,7 +533,7 @@ def _lose(server: Server, lock_name: str, how: str) -> None:
     elif server.kind == "mariadb":
         import pymysql
 
-        from jobgen.runtime.backends.mysql import lock_name as get_lock_name
+        from jobgen.contract.locks import get_lock_name
 
         conn = pymysql.connect(unix_socket=str(server.socket), user="root", password="")
         with conn.cursor() as cur:
@@ -544,7 +544,7 @@ def _lose(server: Server, lock_name: str, how: str) -> None:
     else:
         import psycopg
 
-        from jobgen.runtime.backends.postgres import advisory_key
+        from jobgen.contract.locks import advisory_key
 
         key = advisory_key(lock_name) & 0xFFFFFFFFFFFFFFFF
         with psycopg.connect(host="127.0.0.1", port=server.port, user="jobgen",

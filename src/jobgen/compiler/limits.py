@@ -11,6 +11,8 @@ Where a limit comes from the host, the comment names the source.
 
 from __future__ import annotations
 
+from pathlib import PurePath
+
 # --------------------------------------------------------------------------- reading YAML
 # PyYAML reads about 0.5 MB/s on a small loaded machine; 1 MiB is some 8,000 jobs.
 MANIFEST_BYTES = 1024 * 1024
@@ -67,31 +69,28 @@ UID_MAX = 2**32 - 2
 # Every file name jobgen derives from a job's or worker's name, each one path component:
 # the units (plan.py; overlap: queue adds NAME-drain.service and NAME-drain.path), the
 # host lock file and overrun stamp in /run/jobgen (plan.py, names.lock_file), the
-# queue's spool folder /var/lib/jobgen/queue/NAME, and the temporary sibling each unit is
-# first written to (write.py: tempfile.mkstemp(prefix=".NAME.", suffix=".jobgen-tmp"),
-# 8 random letters).
+# queue's spool folder /var/lib/jobgen/queue/NAME; and the temporary sibling each unit is
+# first written to, whose name (write.TMP_NAME_MAX) does not grow with the name.
 DERIVED_FILES = (
     "{}.service", "{}.timer", "{}@.service", "{}.target", "{}-drain.service", "{}-drain.path",
     "{}.lock", "{}.ended", "{}",
 )
-TEMP_FILE = ".{}.XXXXXXXX.jobgen-tmp"
 # The unit name of a worker's last instance, NAME@1000.service, is a unit name too.
 _INSTANCE_UNIT = "{}@" + str(INSTANCES) + ".service"
 
-
-def _longest_derived(stem_len: int) -> int:
-    stem = "x" * stem_len
-    files = [f.format(stem) for f in DERIVED_FILES]
-    return max([len(TEMP_FILE.format(f)) for f in files] + [len(f) for f in files])
-
-
-# A job or worker name is ASCII (names.JOB_NAME), so characters are bytes.
+# A job or worker name is ASCII (names.JOB_NAME), so characters are bytes. The temporary
+# names (write.TMP_NAME_MAX) are far shorter than NAME_MAX and do not contain the name.
 NAME = min(
-    NAME_MAX - _longest_derived(0),
+    NAME_MAX - max(len(f.format("")) for f in DERIVED_FILES),
     UNIT_NAME_MAX - len(_INSTANCE_UNIT.format("")),
 )
-# The manifest's file name becomes tmpfiles.d/jobgen-STEM.conf (pipeline.py), written
+# The manifest's file name becomes tmpfiles.d/jobgen-STEM.conf (tmpfiles_name), written
 # through a temporary sibling like every file.
 TMPFILES_CONF = "jobgen-{}.conf"
-MANIFEST_STEM_BYTES = NAME_MAX - len(TEMP_FILE.format(TMPFILES_CONF.format("")))
+MANIFEST_STEM_BYTES = NAME_MAX - len(TMPFILES_CONF.format(""))
+
+
+def tmpfiles_name(manifest_path: str) -> str:
+    """The tmpfiles.d(5) snippet's file name for a manifest: jobgen-STEM.conf."""
+    return TMPFILES_CONF.format(PurePath(manifest_path).stem)
 

@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Mapping
 
 from jobgen.compiler.diagnostics import Pos
+from jobgen.compiler.hardening import HARDENING
 from jobgen.compiler.target import Target
 from jobgen.contract.policies import DEFAULT_OVERLAP, OVERLAP, SCOPES, LockScope, OverlapPolicy
 
@@ -18,7 +19,7 @@ from jobgen.contract.policies import DEFAULT_OVERLAP, OVERLAP, SCOPES, LockScope
 # their behaviour is a table in contract/policies.py; here only their names.
 OVERLAP_POLICIES = tuple(OVERLAP)
 LOCK_SCOPES = tuple(SCOPES)
-HARDENING_PROFILES = ("none", "default", "strict")
+HARDENING_PROFILES = tuple(HARDENING)  # compiler/hardening.py: the one list of profiles
 SCHEDULE_KINDS = ("calendar", "every", "after_boot")
 
 

@@ -47,7 +47,7 @@ def job_name_problem(name: str) -> str | None:
     if len(name) > limits.NAME:
         return (
             f"the name has {len(name)} characters; jobgen allows at most {limits.NAME}, so that every file it derives "
-            f"from the name (NAME-drain.service, NAME.lock, ..., and the temporary file each is written through) "
+            f"from the name (NAME-drain.service, NAME.lock, ...) "
             f"fits in {limits.NAME_MAX} bytes (README: Limits)"
         )
     if shadowed := system_unit(name):

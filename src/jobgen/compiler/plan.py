@@ -27,10 +27,12 @@ from typing import Any, Callable
 from jobgen.compiler import escape, names, notify, timespec
 from jobgen.compiler.context import RunSpec, process_context
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
+from jobgen.compiler.hardening import HARDENING
+from jobgen.compiler.hardening import STRICT as _HARDENING_STRICT
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
 from jobgen.compiler.target import Target, parse_target
-from jobgen.contract import locks, outcomes
+from jobgen.contract import locks, outcomes, policies
 from jobgen.contract import queue as queue_contract
 
 # Stated in every output when the manifest names no target: Debian 12 and RHEL 9 ship
@@ -159,47 +161,6 @@ class Plan:
     # a line only when journald attests it came from one of these (host/status.py).
     journal_units: dict[str, tuple[tuple[str, str], ...]] = field(compare=False, default_factory=dict)
 
-
-# --------------------------------------------------------------------------- hardening
-# Profiles are data: (section, directive, value). A directive the target lacks is left
-# out with a note (FALLBACKS), so 'strict' degrades on old systemd instead of warning.
-_HARDENING_DEFAULT = (
-    ("Service", "NoNewPrivileges", "yes"),
-    ("Service", "PrivateTmp", "yes"),
-    ("Service", "ProtectSystem", "full"),
-    ("Service", "ProtectKernelTunables", "yes"),
-    ("Service", "ProtectKernelModules", "yes"),
-    ("Service", "ProtectKernelLogs", "yes"),
-    ("Service", "ProtectControlGroups", "yes"),
-    ("Service", "ProtectClock", "yes"),
-    ("Service", "ProtectHostname", "yes"),
-    ("Service", "RestrictSUIDSGID", "yes"),
-    ("Service", "RestrictRealtime", "yes"),
-    ("Service", "LockPersonality", "yes"),
-    ("Service", "SystemCallArchitectures", "native"),
-)
-_HARDENING_STRICT = _HARDENING_DEFAULT + (
-    ("Service", "ProtectSystem", "strict"),
-    ("Service", "ProtectHome", "yes"),
-    ("Service", "PrivateDevices", "yes"),
-    ("Service", "PrivateUsers", "yes"),
-    ("Service", "PrivateIPC", "yes"),
-    ("Service", "ProtectProc", "invisible"),
-    ("Service", "ProcSubset", "pid"),
-    ("Service", "RestrictNamespaces", "yes"),
-    ("Service", "RestrictAddressFamilies", "AF_UNIX AF_INET AF_INET6"),
-    ("Service", "CapabilityBoundingSet", ""),
-    ("Service", "AmbientCapabilities", ""),
-    ("Service", "SystemCallFilter", "@system-service"),
-    ("Service", "SystemCallFilter", "~@privileged @resources"),
-    ("Service", "SystemCallErrorNumber", "EPERM"),
-    ("Service", "MemoryDenyWriteExecute", "yes"),
-    ("Service", "RemoveIPC", "yes"),
-    ("Service", "UMask", "0077"),
-    ("Service", "DevicePolicy", "closed"),
-    ("Service", "KeyringMode", "private"),
-)
-HARDENING = {"none": (), "default": _HARDENING_DEFAULT, "strict": _HARDENING_STRICT}
 
 # --------------------------------------------------------------------------- what is written
 # Directives plan.py composes itself (a simple key's directive is a row of the key table,
@@ -650,7 +611,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     drain_cmd = (ctx.holder, "drain", *store, *per_request, "--", *job.command)
     # The enqueuer: the job's timer, user, environment and hardening, no lock (enqueue takes
     # the spool's own short lock), no reporter (enqueue logs enqueued/rejected itself).
-    enq_job = replace(job, command=(*enqueue, "unit"), overlap="allow", lock=None, queue=None, timeout_usec=60_000_000)
+    enq_job = replace(job, command=(*enqueue, "unit"), overlap=policies.ALLOW, lock=None, queue=None, timeout_usec=60_000_000)
     units, enq_run, _ = _job_files(ctx, enq_job)
     drainer = f"{job.name}-drain.service"
     spool = f"{QUEUE_DIR}/{job.name}" if job.lock is not None and job.lock.kind.lock_file else None
@@ -667,7 +628,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     ]
     # The drainer: the job's lock around `jobgen drain`; it loops until the queue is empty.
     # No TimeoutStartSec from 'timeout': one drain runs many requests (each one is bounded).
-    drain_job = replace(job, command=drain_cmd, overlap="skip", timeout_usec=None, schedule=replace(job.schedule, kind="every"),
+    drain_job = replace(job, command=drain_cmd, overlap=policies.SKIP, timeout_usec=None, schedule=replace(job.schedule, kind="every"),
                         mail_on_failure=None)  # added below, under the drainer's own name
     drain_units, _, lines = _job_files(ctx, drain_job)
     (svc,) = [u for u in drain_units if u.kind == "service"]

@@ -25,6 +25,7 @@ from typing import Any, Callable
 from jobgen.compiler import cron, limits, names, notify, shellwords, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.escape import CONTROL, SURROGATE
+from jobgen.compiler.hardening import HARDENING
 from jobgen.compiler.load import Map, Node, Scalar, Seq
 from jobgen.compiler.model import (
     HARDENING_PROFILES,
@@ -1071,10 +1072,6 @@ _PRIVATE_VIEWS: dict[tuple[str, str], tuple[str, ...]] = {
 
 def _private_view(hardening: str, path: str) -> tuple[str, str] | None:
     """(the directive, the folder) that makes ``path`` private to the unit, or None."""
-    # plan.HARDENING is the one source of the profiles; imported here because plan.py
-    # imports this module's key tables.
-    from jobgen.compiler.plan import HARDENING
-
     for _, key, value in HARDENING[hardening]:
         for folder in _PRIVATE_VIEWS.get((key, value), ()):
             if path.startswith(folder + "/"):

@@ -56,7 +56,13 @@ CREATE, UPDATE, IDENTICAL, REMOVE, MASKED = "create", "update", "identical", "re
 FLAT_FOLDERS = ("", "tmpfiles.d")  # where the flat layout writes; prune looks nowhere else
 LOCK_FILE = ".jobgen.lock"
 JOURNAL = ".jobgen-journal"
-TMP_PREFIX = ".jobgen-tmp."  # short and fixed: a temporary name is never longer than needed
+# A temporary file's name: TMP_PREFIX, TMP_TOKEN_HEX random hex digits (one token per
+# process) and a hex counter. Short and fixed, and not derived from the final name, so it
+# never limits a name (compiler/limits.py computes from these).
+TMP_PREFIX = ".jobgen-tmp."
+TMP_TOKEN_HEX = 8
+TMP_COUNTER_HEX = 16  # a 64-bit count of files: more than one process ever writes
+TMP_NAME_MAX = len(TMP_PREFIX) + TMP_TOKEN_HEX + TMP_COUNTER_HEX
 FILE_MODE = 0o644  # unit files are read by systemd and operators, like packaged units
 DIR_MODE = 0o755  # folders jobgen creates: deliberate, not the umask's
 MASK_TARGET = "/dev/null"  # systemctl mask: systemd.unit(5) "masked"
@@ -420,7 +426,7 @@ def _sync_all(outdir: Path, temps: list[str]) -> None:
 # getrandom(2), not 2,000 (O_EXCL still refuses a name that exists). os.urandom, not
 # secrets: the name needs no more, and secrets would load hmac and OpenSSL at every boot
 # (jobgen-generator writes through here).
-_TMP_NAMES = (f"{TMP_PREFIX}{token}{n:x}" for token in [os.urandom(4).hex()] for n in itertools.count())
+_TMP_NAMES = (f"{TMP_PREFIX}{token}{n:x}" for token in [os.urandom(TMP_TOKEN_HEX // 2).hex()] for n in itertools.count())
 
 
 def _umask() -> int:

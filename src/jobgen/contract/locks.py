@@ -7,7 +7,9 @@ runtime/backends/) both ask this module, and nothing else, for
 - backend schemes, their client library and pip extra, their URL rules (SCHEMES),
 - the ``${VAR}`` pattern the holder expands from its environment (VARIABLE),
 - URL splitting and every check that needs no server (split_url, url_problem),
-- the holder's exit codes, the conflict code 75 among them (EXIT, CONFLICT_EXIT).
+- the holder's exit codes, the conflict code 75 among them (EXIT, CONFLICT_EXIT),
+- what a lock is called on each server (redis_keys, get_lock_name, advisory_key,
+  SERVER_NAMES): the backends take that name and `jobgen plan` shows it.
 
 tests/test_lock_contract.py runs one table of names and URLs through both `jobgen check`
 and `jobgen lock` and asserts they agree. Messages never repeat a password or a URL.
@@ -16,8 +18,10 @@ Pure: no I/O, no imports from the rest of jobgen.
 
 from __future__ import annotations
 
+import hashlib
 import re
 import urllib.parse
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 # --------------------------------------------------------------------------- exit codes
@@ -315,3 +319,50 @@ def redis_keys(name: str) -> RedisKeys:
     key of the lock named `a:fence`)."""
     return RedisKeys(lease=NAMESPACE + name, fence=f"{NAMESPACE}{BOOKKEEPING}fence:{name}",
                      legacy_fence=f"{NAMESPACE}{name}:fence")
+
+
+# --------------------------------------------------------------------------- server names
+
+# MySQL refuses lock names longer than 64 characters (ER_USER_LOCK_WRONG_NAME, MySQL 5.7+).
+GET_LOCK_MAX = 64
+# Long names: "jobgen#" + the first 57 hex digits of sha256(name). '#' is not allowed in a
+# lock name, so a hashed name never equals a plain "jobgen:<name>" one.
+GET_LOCK_HASHED_PREFIX = NAMESPACE[:-1] + BOOKKEEPING
+
+
+def get_lock_name(name: str) -> str:
+    """The MariaDB/MySQL GET_LOCK name of cluster lock `name` (docs/cluster-locks.md)."""
+    plain = NAMESPACE + name
+    if len(plain) <= GET_LOCK_MAX:
+        return plain
+    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()
+    return GET_LOCK_HASHED_PREFIX + digest[: GET_LOCK_MAX - len(GET_LOCK_HASHED_PREFIX)]
+
+
+def advisory_key(name: str) -> int:
+    """The PostgreSQL advisory lock key of cluster lock `name`, so other tools can take the
+    same lock (docs/cluster-locks.md): the first 8 bytes of sha256(UTF-8 "jobgen:" + name),
+    big-endian, as a signed int64."""
+    digest = hashlib.sha256((NAMESPACE + name).encode("utf-8")).digest()
+    return int.from_bytes(digest[:8], "big", signed=True)
+
+
+@dataclass(frozen=True)
+class ServerName:
+    of: Callable[[str], str | int]  # what the backend asks its server for, for lock NAME
+    shown: str  # how `jobgen plan` shows it; {} is of(NAME)
+
+    def show(self, name: str) -> str:
+        return self.shown.format(self.of(name))
+
+
+# By backend module (Scheme.module), then by scheme below: a scheme added to SCHEMES
+# gets its server's name without another list to update.
+_SERVER_NAME_OF_MODULE = {
+    "redis": ServerName(lambda name: redis_keys(name).lease, "redis key {}"),
+    "mysql": ServerName(get_lock_name, "GET_LOCK('{}')"),
+    "postgres": ServerName(advisory_key, "pg_advisory_lock({})"),
+}
+SERVER_NAMES: dict[str, ServerName] = {
+    scheme: _SERVER_NAME_OF_MODULE[spec.module] for scheme, spec in SCHEMES.items()
+}

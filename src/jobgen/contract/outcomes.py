@@ -41,20 +41,22 @@ def by_result(result: str, exit_code: str, exit_status: str) -> str:
 
 # The queue commands' words (README "overlap: queue").
 SET_ASIDE, REJECTED = "set-aside", "rejected"
+ENQUEUED, COALESCED, STARTED, DONE, RETRY = "enqueued", "coalesced", "started", "done", "retry"
+RECOVERED, RETRIED, DROPPED = "recovered", "retried", "dropped"
 QUEUE: dict[str, str] = {
-    "enqueued": "a request was recorded",
-    "coalesced": "the queue was full and an equal request was already pending",
+    ENQUEUED: "a request was recorded",
+    COALESCED: "the queue was full and an equal request was already pending",
     REJECTED: "the queue was full or the request could not be written: not recorded",
-    "started": "a drainer started a request (its attempt is counted first)",
-    "done": "the request's command exited 0: removed",
-    "retry": "the command failed: the request stays first in line for the next drain",
+    STARTED: "a drainer started a request (its attempt is counted first)",
+    DONE: "the request's command exited 0: removed",
+    RETRY: "the command failed: the request stays first in line for the next drain",
     FAILED: "the command failed for the max_attempts-th time: moved to failed/",
     TIMEOUT: "the request ran past the job's timeout and was stopped",
-    "recovered": "a drainer found a request a killed drainer had left running",
+    RECOVERED: "a drainer found a request a killed drainer had left running",
     STOPPED: "the drainer was stopped while the request ran: back to pending, attempt not counted",
     SET_ASIDE: "a spool file that is not a complete request was moved aside (never run)",
-    "retried": "an operator moved a failed request back to pending",
-    "dropped": "an operator removed a request",
+    RETRIED: "an operator moved a failed request back to pending",
+    DROPPED: "an operator removed a request",
 }
 # The queue words in the order `jobgen status` counts them (a queue event is never a run).
 QUEUE_EVENTS = tuple(QUEUE)

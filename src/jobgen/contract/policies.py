@@ -18,6 +18,11 @@ from jobgen.contract import outcomes
 
 
 
+# The overlap policies' and lock scopes' names, as the manifest spells them.
+SKIP, WAIT, ALLOW, QUEUE = "skip", "wait", "allow", "queue"
+UNIT, HOST, CLUSTER = "unit", "host", "cluster"
+
+
 class OverlapPolicy(NamedTuple):
     """What happens when a run starts while the previous one is still going."""
 
@@ -45,24 +50,24 @@ class OverlapPolicy(NamedTuple):
 OVERLAP: dict[str, OverlapPolicy] = {
     p.name: p
     for p in (
-        OverlapPolicy("skip", locks=True, waits=False, conflict_outcome=outcomes.SKIPPED, defers_overrun=True, every_from_end=True,
+        OverlapPolicy(SKIP, locks=True, waits=False, conflict_outcome=outcomes.SKIPPED, defers_overrun=True, every_from_end=True,
                       overrun_consequence="runs that last that long make the following elapses be skipped every time",
                       hung_run_consequence="every later run is skipped until it ends"),
-        OverlapPolicy("wait", locks=True, waits=True, conflict_outcome=outcomes.WAIT_EXPIRED, defers_overrun=False, every_from_end=False,
+        OverlapPolicy(WAIT, locks=True, waits=True, conflict_outcome=outcomes.WAIT_EXPIRED, defers_overrun=False, every_from_end=False,
                       overrun_consequence="runs queue behind each other and pile up; each waits up to wait_timeout, then gives up (wait-expired)",
                       hung_run_consequence=""),
         # No lock, so no conflict exit: a 75 from the command itself is the command's own failure.
-        OverlapPolicy("allow", locks=False, waits=False, conflict_outcome=outcomes.FAILED, defers_overrun=False, every_from_end=False,
+        OverlapPolicy(ALLOW, locks=False, waits=False, conflict_outcome=outcomes.FAILED, defers_overrun=False, every_from_end=False,
                       overrun_consequence="runs overlap, with no lock, as many at once as elapses fall inside one run",
                       hung_run_consequence=""),
         # A conflict is a second drainer finding the lock held: the first one drains for both.
-        OverlapPolicy("queue", locks=True, waits=False, conflict_outcome=outcomes.SKIPPED, defers_overrun=False, every_from_end=False, queues=True,
+        OverlapPolicy(QUEUE, locks=True, waits=False, conflict_outcome=outcomes.SKIPPED, defers_overrun=False, every_from_end=False, queues=True,
                       overrun_consequence="requests arrive faster than the drainer runs them: the queue grows to max_pending, "
                                           "then triggers are handled by on_full (reject or coalesce)",
                       hung_run_consequence="requests wait in the queue until it ends"),
     )
 }
-DEFAULT_OVERLAP = "skip"
+DEFAULT_OVERLAP = SKIP
 
 # `jobgen run`'s exit status when TimeoutStartSec= ran out and the job was stopped:
 # timeout(1)'s, so a caller tells it from the job's own failure.
@@ -95,12 +100,12 @@ class LockScope(NamedTuple):
 SCOPES: dict[str, LockScope] = {
     s.name: s
     for s in (
-        LockScope("unit", wrapper="none", can_wait=False, lock_file=False, server=False, conflict_is_success=False, kill_mode=None,
+        LockScope(UNIT, wrapper="none", can_wait=False, lock_file=False, server=False, conflict_is_success=False, kill_mode=None,
                   guard="systemd never starts a second instance of an active unit", covers_manual_run=False, covers_other_hosts=False),
-        LockScope("host", wrapper="flock", can_wait=True, lock_file=True, server=False, conflict_is_success=True, kill_mode=None,
+        LockScope(HOST, wrapper="flock", can_wait=True, lock_file=True, server=False, conflict_is_success=True, kill_mode=None,
                   guard="{identity}", covers_manual_run=True, covers_other_hosts=False),
-        LockScope("cluster", wrapper="holder", can_wait=True, lock_file=False, server=True, conflict_is_success=True, kill_mode="mixed",
+        LockScope(CLUSTER, wrapper="holder", can_wait=True, lock_file=False, server=True, conflict_is_success=True, kill_mode="mixed",
                   guard="{identity}", covers_manual_run=True, covers_other_hosts=True),
     )
 }
-DEFAULT_SCOPE = "host"
+DEFAULT_SCOPE = HOST

@@ -43,7 +43,7 @@ import time
 from dataclasses import dataclass
 from typing import Mapping
 
-from jobgen.contract import locks
+from jobgen.contract import locks, policies
 from jobgen.runtime import backends, tree
 from jobgen.runtime.backends import AuthFailed, ConfigError, LockError, ServerError, Unreachable
 
@@ -100,7 +100,7 @@ def _seconds(minimum: float, inclusive: bool = True):
 
 
 def _lock_name(text: str) -> str:
-    if problem := locks.name_problem("cluster", text):
+    if problem := locks.name_problem(policies.CLUSTER, text):
         raise argparse.ArgumentTypeError(problem)
     return text
 

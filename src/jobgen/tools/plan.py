@@ -26,10 +26,8 @@ from jobgen.compiler.diagnostics import ERROR, Diagnostic
 from jobgen.compiler.model import Job, Manifest
 from jobgen.compiler.plan import DEFER_WINDOW_USEC, Exec, Plan, Raw, UnitFile
 from jobgen.compiler.target import Target
+from jobgen.contract import locks
 from jobgen.contract.policies import OVERLAP, SCOPES
-from jobgen.runtime.backends import namespaced
-from jobgen.runtime.backends.mysql import lock_name as mysql_lock_name
-from jobgen.runtime.backends.postgres import advisory_key
 
 # The JSON shape's version: bumped whenever a field changes meaning or disappears
 # (new fields may be added without a bump). README "jobgen plan" documents the shape.
@@ -391,24 +389,15 @@ def _lock(job: Job) -> dict | None:
     # What the lock is follows from the scope's row (contract/policies.py SCOPES): a lock
     # server, a host lock file, or else the unit itself.
     if lock.kind.server:
+        # The name the holder asks the server for (contract.locks.SERVER_NAMES, which the
+        # backends use too), so the plan cannot drift from what `jobgen lock` takes.
         scheme = (lock.backend or "").split(":", 1)[0].lower()
+        server_name = locks.SERVER_NAMES.get(scheme)
         return {"scope": lock.scope, "name": lock.name, "backend": lock.backend,
-                "identity": _SERVER_IDENTITY.get(scheme, lambda n: n)(lock.name)}  # fmt: skip
+                "identity": server_name.show(lock.name) if server_name else lock.name}  # fmt: skip
     if lock.kind.lock_file:
         return {"scope": lock.scope, "name": lock.name, "identity": f"flock {lock.path or names.lock_file(lock.name)}"}
     return {"scope": lock.scope, "name": f"{job.name}.service", "identity": f"systemd unit {job.name}.service"}
-
-
-# What the lock is called on the server, by URL scheme (runtime/backends/: the holder's own
-# derivations, so the plan cannot drift from what `jobgen lock` takes).
-_SERVER_IDENTITY = {
-    "redis": lambda n: f"redis key {namespaced(n)}",
-    "rediss": lambda n: f"redis key {namespaced(n)}",
-    "mariadb": lambda n: f"GET_LOCK('{mysql_lock_name(n)}')",
-    "mysql": lambda n: f"GET_LOCK('{mysql_lock_name(n)}')",
-    "postgresql": lambda n: f"pg_advisory_lock({advisory_key(n)})",
-    "postgres": lambda n: f"pg_advisory_lock({advisory_key(n)})",
-}
 
 
 def _runners(job: Job, manifest_path: str) -> tuple[Runner, ...]:

@@ -206,7 +206,7 @@ _EXPLAIN: dict[tuple[str, ...], Callable[[str], str]] = {
 
 
 def _hardening_text(profile: str) -> str:
-    from jobgen.compiler.plan import HARDENING
+    from jobgen.compiler.hardening import HARDENING
 
     written = ", ".join(f"{key}={value}" for _, key, value in HARDENING[profile]) or "nothing"
     return f"{profile}: writes {written}"

@@ -15,7 +15,6 @@ thread that calls lost(event, detail) once if the lock can no longer be vouched 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import select
 import threading
@@ -33,9 +32,8 @@ SCHEMES = locks.SCHEMES
 SESSION_CHECK_INTERVAL = 1.0
 MIN_CHECK_GAP = 0.05  # after a check woken by the socket, so a live session cannot spin us
 
-# Every lock identity is namespaced so a jobgen lock never collides with an application's
-# own use of the same server (Redis keys, GET_LOCK names, the advisory key input).
-NAMESPACE = locks.NAMESPACE
+# What a lock is called on its server (Redis key, GET_LOCK name, advisory key) is
+# contract.locks.SERVER_NAMES: `jobgen plan` shows the same names without importing this.
 
 
 # The secrets this process expanded into a Target (a password, and anything a `${VAR}`
@@ -181,14 +179,6 @@ def load(scheme: str):
             f"{how_to_get(extra, client)}"
         ) from None
     return importlib.import_module(f"jobgen.runtime.backends.{module}")
-
-
-def namespaced(name: str) -> str:
-    return NAMESPACE + name
-
-
-def sha256_hex(text: str) -> str:
-    return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
 def bounded(fn: Callable[[], object], timeout: float, what: str) -> object:

@@ -12,14 +12,9 @@ from __future__ import annotations
 
 import time
 
+from jobgen.contract import locks
 from jobgen.runtime.backends import (AuthFailed, ConfigError, Options, ServerError, SessionHeld, Target,
-                             Unreachable, bounded, describe, namespaced, sha256_hex)
-
-# MySQL refuses lock names longer than 64 characters (ER_USER_LOCK_WRONG_NAME, MySQL 5.7+).
-MAX_NAME = 64
-# Long names: "jobgen#" + the first 57 hex digits of sha256(name). '#' is not allowed in a
-# lock name, so a hashed name never equals a plain "jobgen:<name>" one.
-HASHED_PREFIX = "jobgen#"
+                             Unreachable, bounded, describe)
 
 # Server error numbers -> outcome (https://mariadb.com/kb/en/mariadb-error-codes/).
 AUTH_ERRNOS = {
@@ -36,14 +31,6 @@ UNREACHABLE_ERRNOS = {2003, 2006, 2013, 2055}
 # A single GET_LOCK waits at most this long on the server, so the client's read timeout
 # (connect timeout + this) still bounds every round trip when --wait is long.
 WAIT_SLICE = 5.0
-
-
-def lock_name(name: str) -> str:
-    """The GET_LOCK name for a jobgen lock name (documented in docs/cluster-locks.md)."""
-    plain = namespaced(name)
-    if len(plain) <= MAX_NAME:
-        return plain
-    return HASHED_PREFIX + sha256_hex(name)[: MAX_NAME - len(HASHED_PREFIX)]
 
 
 def _errno(e: BaseException) -> int | None:
@@ -100,7 +87,7 @@ def _scalar(conn, sql: str, *args):
 
 def acquire(target: Target, name: str, opts: Options) -> "Held | None":
     conn = _connect(target, opts)
-    lname = lock_name(name)
+    lname = locks.SERVER_NAMES["mysql"].of(name)
     deadline = time.monotonic() + opts.wait
     try:
         while True:

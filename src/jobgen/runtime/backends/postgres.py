@@ -12,11 +12,11 @@ The 64-bit key, so other tools can take the same lock (docs/cluster-locks.md):
 
 from __future__ import annotations
 
-import hashlib
 import math
 
+from jobgen.contract import locks
 from jobgen.runtime.backends import (AuthFailed, ConfigError, Options, SessionHeld, Target, Unreachable,
-                             bounded, describe, namespaced)
+                             bounded, describe)
 
 # SQLSTATE -> outcome (PostgreSQL manual, Appendix A "Error Codes").
 AUTH_SQLSTATES = {"28000", "28P01"}  # invalid_authorization_specification, invalid_password
@@ -30,11 +30,6 @@ CONFIG_MESSAGES = ("does not exist", "invalid connection option", "invalid sslmo
 
 # libpq's connect_timeout is whole seconds and at least 2 (libpq "Parameter Key Words").
 MIN_CONNECT_TIMEOUT = 2
-
-
-def advisory_key(name: str) -> int:
-    digest = hashlib.sha256(namespaced(name).encode("utf-8")).digest()
-    return int.from_bytes(digest[:8], "big", signed=True)
 
 
 def _classify(e: BaseException) -> Exception:
@@ -88,7 +83,7 @@ def acquire(target: Target, name: str, opts: Options) -> "Held | None":
     import psycopg
 
     conn = _connect(target, opts)
-    key = advisory_key(name)
+    key = locks.SERVER_NAMES["postgres"].of(name)
     try:
         if opts.wait <= 0:
             got = _call(lambda: bounded(

@@ -22,6 +22,7 @@ import secrets
 import time
 from dataclasses import dataclass
 
+from jobgen.contract import outcomes
 from jobgen.runtime.backends import Options, Target
 from jobgen.runtime.queue.spool import FAILED, PENDING, RUNNING, STATES, Enqueued, NoSuchRequest, QueueFull, Request
 
@@ -39,13 +40,15 @@ def _new_id(seq: int) -> str:
 
 # --------------------------------------------------------------------------- Redis
 
+# ARGV[7], ARGV[8]: the outcome words coalesced and enqueued (contract/outcomes.py), passed
+# in so the script never spells them.
 _ENQUEUE = """
 local pending = redis.call('llen', KEYS[1])
 if pending >= tonumber(ARGV[1]) then
   if ARGV[2] == 'coalesce' then
     local ids = redis.call('lrange', KEYS[1], 0, -1)
     for i = #ids, 1, -1 do
-      if redis.call('hget', KEYS[4] .. ids[i], 'args') == ARGV[3] then return {'coalesced', ids[i], pending} end
+      if redis.call('hget', KEYS[4] .. ids[i], 'args') == ARGV[3] then return {ARGV[7], ids[i], pending} end
     end
   end
   return {'full', '', pending}
@@ -54,7 +57,7 @@ local seq = redis.call('incr', KEYS[2])
 local id = string.format('%020d', seq) .. '-' .. ARGV[4]
 redis.call('hset', KEYS[4] .. id, 'args', ARGV[3], 'enqueued_usec', ARGV[5], 'attempts', 0, 'by', ARGV[6])
 redis.call('rpush', KEYS[1], id)
-return {'enqueued', id, pending + 1}
+return {ARGV[8], id, pending + 1}
 """
 
 
@@ -72,7 +75,8 @@ class RedisQueue:
     def enqueue(self, args: tuple[str, ...] = (), by: str = "") -> Enqueued:
         outcome, rid, pending = self._enqueue(
             keys=[self.keys[PENDING], self.keys["seq"], "", self.keys["req"]],
-            args=[self.limits.max_pending, self.limits.on_full, json.dumps(list(args)), secrets.token_hex(4), time.time_ns() // 1000, by],
+            args=[self.limits.max_pending, self.limits.on_full, json.dumps(list(args)), secrets.token_hex(4), time.time_ns() // 1000, by,
+                  outcomes.COALESCED, outcomes.ENQUEUED],
         )
         outcome, rid = _text(outcome), _text(rid)
         if outcome == "full":
@@ -125,15 +129,15 @@ class RedisQueue:
         pipe.lrem(self.keys[RUNNING], 1, req.id)
         if status == 0:
             pipe.delete(self.keys["req"] + req.id)
-            outcome = "done"
+            outcome = outcomes.DONE
         else:
             pipe.hset(self.keys["req"] + req.id, "last_status", status)
             if req.attempts >= self.limits.max_attempts:
                 pipe.rpush(self.keys[FAILED], req.id)
-                outcome = "failed"
+                outcome = outcomes.FAILED
             else:
                 pipe.lpush(self.keys[PENDING], req.id)  # stays first in line
-                outcome = "retry"
+                outcome = outcomes.RETRY
         pipe.execute()
         return outcome
 
@@ -229,7 +233,7 @@ class SqlQueue:
                 same = [r for r in pending if r[1] == blob]
                 if self.limits.on_full == "coalesce" and same:
                     self.conn.commit()
-                    return Enqueued(self._req(same[-1]), "coalesced", len(pending))
+                    return Enqueued(self._req(same[-1]), outcomes.COALESCED, len(pending))
                 raise QueueFull(f"{len(pending)} requests pending (max_pending {self.limits.max_pending})")
             # The row's id is the arrival order; the request id shows it, plus random bits
             # (ids stay unique even where a server reuses a drained table's numbers).
@@ -243,7 +247,7 @@ class SqlQueue:
                 rid = _new_id(int(cur.fetchone()[0]))
                 cur.execute("UPDATE jobgen_queue SET rid = %s WHERE rid = %s", (rid, temp))
             self.conn.commit()
-            return Enqueued(self.find(rid), "enqueued", len(pending) + 1)
+            return Enqueued(self.find(rid), outcomes.ENQUEUED, len(pending) + 1)
         except BaseException:
             self.conn.rollback()
             raise
@@ -297,10 +301,10 @@ class SqlQueue:
             with self.conn.cursor() as cur:
                 cur.execute("DELETE FROM jobgen_queue WHERE queue = %s AND rid = %s", (self.name, req.id))
             self.conn.commit()
-            return "done"
+            return outcomes.DONE
         dest = FAILED if req.attempts >= self.limits.max_attempts else PENDING
         self._set(req.id, dest, last_status=status)  # a retried request keeps its id: still first
-        return "failed" if dest == FAILED else "retry"
+        return outcomes.FAILED if dest == FAILED else outcomes.RETRY
 
     def put_back(self, req: Request) -> Request:
         """As RedisQueue.put_back: pending again (first: the queue is ordered by id), the

@@ -34,6 +34,7 @@ from pathlib import Path
 from jobgen.runtime import journal
 from jobgen.contract import outcomes
 from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL, ON_FULL, SET_ASIDE
+from jobgen.contract import policies
 from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.runtime.queue.spool import STATES, NoSuchRequest, QueueFull, SetAside, Spool, TooBig
 
@@ -124,7 +125,7 @@ def _log(job: str, outcome: str, message: str, request_id: str = "", priority: i
         "SYSLOG_IDENTIFIER": "jobgen",
         "JOBGEN_JOB": job,
         "JOBGEN_OUTCOME": outcome,
-        "JOBGEN_POLICY": "queue",
+        "JOBGEN_POLICY": policies.QUEUE,
     }
     if request_id:
         fields["JOBGEN_REQUEST_ID"] = request_id
@@ -165,7 +166,7 @@ def drain_cmd(args: argparse.Namespace, command: list[str]) -> Result:
     if not command:
         raise UsageError("no command after `--`")
     store = open_store(args)
-    levels = {"retry": 4, "failed": 3, "recovered": 4, "timeout": 4}
+    levels = {outcomes.RETRY: 4, outcomes.FAILED: 3, outcomes.RECOVERED: 4, outcomes.TIMEOUT: 4}
 
     def log(outcome: str, req, message: str) -> None:
         _log(args.job, outcome, message, req.id if req else "", levels.get(outcome, 6), fallback=True)
@@ -178,11 +179,11 @@ def queue_cmd(args: argparse.Namespace) -> Result:
     try:
         if args.retry:
             req = store.retry(args.retry)
-            _log(args.job, "retried", f"request {req.id} moved from failed back to pending by an operator", req.id)
+            _log(args.job, outcomes.RETRIED, f"request {req.id} moved from failed back to pending by an operator", req.id)
             return Result(out=[f"{req.id}: back to pending"])
         if args.drop:
             req = store.drop(args.drop)
-            _log(args.job, "dropped", f"request {req.id} ({req.state}) dropped by an operator", req.id, 4)
+            _log(args.job, outcomes.DROPPED, f"request {req.id} ({req.state}) dropped by an operator", req.id, 4)
             return Result(out=[f"{req.id}: dropped ({req.state})"])
     except NoSuchRequest as exc:
         return Result(EXIT_NO_SUCH, err=[f"jobgen queue: no such request: {exc}"])

@@ -26,6 +26,7 @@ import subprocess
 from dataclasses import dataclass
 from typing import Callable, Mapping
 
+from jobgen.contract import outcomes
 from jobgen.contract.outcomes import STOPPED
 from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.runtime import tree
@@ -83,8 +84,8 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
           timeout: float | None = None) -> Summary:
     recovered = spool.recover()
     for req in recovered:
-        log("recovered", req, f"request {req.id} was left running by a stopped drainer: back to {req.state}")
-    counts = {"done": 0, "retry": 0, "failed": 0, STOPPED: 0}
+        log(outcomes.RECOVERED, req, f"request {req.id} was left running by a stopped drainer: back to {req.state}")
+    counts = {outcomes.DONE: 0, outcomes.RETRY: 0, outcomes.FAILED: 0, STOPPED: 0}
     stopping: list[int] = []
     child: list[tree.Tree] = []
 
@@ -98,7 +99,7 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
         n = 0
         while not stopping and (limit is None or n < limit) and (req := spool.take()) is not None:
             n += 1
-            log("started", req, f"request {req.id}: attempt {req.attempts} of {spool.max_attempts}")
+            log(outcomes.STARTED, req, f"request {req.id}: attempt {req.attempts} of {spool.max_attempts}")
             child_env = dict(env) | {"JOBGEN_REQUEST_ID": req.id, "JOBGEN_REQUEST_ATTEMPT": str(req.attempts)}
             # Owned as `jobgen lock` owns its command (tree.Tree): its own process group, the
             # drainer a subreaper, so a stop reaches everything the request started.
@@ -113,7 +114,7 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
             owned.reap()
             child.clear()
             if status is None:
-                log("timeout", req, f"request {req.id}: ran past its timeout of {timeout:g}s: stopped (SIGTERM, SIGKILL after {GRACE:g}s)")
+                log(outcomes.TIMEOUT, req, f"request {req.id}: ran past its timeout of {timeout:g}s: stopped (SIGTERM, SIGKILL after {GRACE:g}s)")
                 status = TIMED_OUT
             status = 128 - status if status < 0 else status
             if stopping and status != 0 and hasattr(spool, "put_back"):
@@ -125,9 +126,9 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
             outcome = spool.finish(req, status)
             counts[outcome] += 1
             log(outcome, req, f"request {req.id}: exit status {status}: {outcome}")
-            if outcome != "done":
+            if outcome != outcomes.DONE:
                 break
     finally:
         for s, handler in old.items():
             signal.signal(s, handler)
-    return Summary(counts["done"], counts["retry"], counts["failed"], len(recovered), bool(stopping), counts[STOPPED])
+    return Summary(counts[outcomes.DONE], counts[outcomes.RETRY], counts[outcomes.FAILED], len(recovered), bool(stopping), counts[STOPPED])

@@ -47,6 +47,7 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Callable, Iterator
 
+from jobgen.contract import outcomes
 from jobgen.contract.queue import FAILED, MAX_REQUEST_BYTES, PENDING, RUNNING, SET_ASIDE, SPOOL_FOLDERS, TMP
 
 STATES = (PENDING, RUNNING, FAILED)
@@ -170,7 +171,7 @@ class Spool:
             if len(pending) >= self.max_pending:
                 same = [r for r in pending if r.args == tuple(args)]
                 if self.on_full == "coalesce" and same:
-                    return Enqueued(same[-1], "coalesced", len(pending))
+                    return Enqueued(same[-1], outcomes.COALESCED, len(pending))
                 raise QueueFull(f"{len(pending)} requests pending (max_pending {self.max_pending})")
             probe = Request(id="0" * _SEQ_WIDTH + "-00000000", args=tuple(args), by=by)
             if len(probe.to_bytes()) > MAX_REQUEST_BYTES - 64:
@@ -183,7 +184,7 @@ class Spool:
                 by=by,
             )
             self._write_new(PENDING, req)
-            return Enqueued(req, "enqueued", len(pending) + 1)
+            return Enqueued(req, outcomes.ENQUEUED, len(pending) + 1)
 
     @contextlib.contextmanager
     def _enqueue_lock(self) -> Iterator[None]:
@@ -381,11 +382,11 @@ class Spool:
         if status == 0:
             self._path(RUNNING, req).unlink()
             _fsync_dir(self.folder(RUNNING))
-            return "done"
+            return outcomes.DONE
         dest = FAILED if req.attempts >= self.max_attempts else PENDING
         self._atomic_write(self._path(RUNNING, req), _with(req, last_status=status).to_bytes())
         self._move(req, RUNNING, dest)
-        return "failed" if dest == FAILED else "retry"
+        return outcomes.FAILED if dest == FAILED else outcomes.RETRY
 
     def put_back(self, req: Request) -> Request:
         """An orderly stop interrupted the request: back to pending, first in line, with

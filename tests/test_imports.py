@@ -1,0 +1,150 @@
+"""The shape of jobgen's imports, read from the source (ast), not from what happens to be
+loaded: every `import` and `from ... import` counts, at module level and inside functions
+(a lazy import is still a dependency, and still a cycle).
+
+- contract/ is the shared vocabulary: it imports nothing of jobgen outside contract/.
+- tools/ reads manifests and contracts; it never reaches into runtime/ (the lock holder,
+  the queue), so what it shows comes from the same contract tables runtime/ uses.
+- No two jobgen modules import each other, directly or through others.
+"""
+
+from __future__ import annotations
+
+import ast
+import importlib
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parent.parent / "src"
+PACKAGE = SRC / "jobgen"
+
+
+def _module_name(path: Path) -> str:
+    parts = path.relative_to(SRC).with_suffix("").parts
+    return ".".join(parts[:-1] if parts[-1] == "__init__" else parts)
+
+
+MODULES: dict[str, Path] = {_module_name(p): p for p in sorted(PACKAGE.rglob("*.py"))}
+
+
+def _resolve(name: str) -> str | None:
+    """The jobgen module `name` is, or lives in (jobgen.a.b.NAME -> jobgen.a.b)."""
+    while name:
+        if name in MODULES:
+            return name
+        name = name.rpartition(".")[0]
+    return None
+
+
+def imports_of(module: str) -> set[str]:
+    """The jobgen modules `module` imports anywhere in its text."""
+    path = MODULES[module]
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"), str(path))):
+        if isinstance(node, ast.Import):
+            targets = [alias.name for alias in node.names]
+        elif isinstance(node, ast.ImportFrom):
+            base = node.module or ""
+            if node.level:
+                anchor = package.rsplit(".", node.level - 1)[0] if node.level > 1 else package
+                base = f"{anchor}.{base}" if base else anchor
+            # `from jobgen.contract import locks` imports the module jobgen.contract.locks
+            targets = [f"{base}.{alias.name}" for alias in node.names] + [base]
+        else:
+            continue
+        found |= {m for t in targets if t.startswith("jobgen") and (m := _resolve(t))}
+    found.discard(module)
+    return found
+
+
+GRAPH: dict[str, set[str]] = {m: imports_of(m) for m in MODULES}
+
+
+def test_the_graph_sees_lazy_and_relative_imports():
+    # The walk must find the imports this file's claims rest on, or every check passes.
+    assert "jobgen.contract.locks" in GRAPH["jobgen.tools.plan"]
+    assert "jobgen.contract.outcomes" in GRAPH["jobgen.contract.policies"]
+    assert len(MODULES) > 50
+
+
+def test_contract_imports_nothing_of_jobgen_outside_contract():
+    outside = {m: sorted(d for d in deps if not d.startswith("jobgen.contract"))
+               for m, deps in GRAPH.items() if m.startswith("jobgen.contract")}
+    assert {m: d for m, d in outside.items() if d} == {}
+
+
+def test_tools_import_nothing_from_runtime():
+    reach = {m: sorted(d for d in deps if d.startswith("jobgen.runtime"))
+             for m, deps in GRAPH.items() if m.startswith("jobgen.tools")}
+    assert {m: d for m, d in reach.items() if d} == {}
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected components with more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        on_stack.add(v)
+        for w in sorted(graph.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.append(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(sorted(component))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_cycle_finder_finds_a_lazy_two_module_cycle():
+    assert _cycles({"a": {"b"}, "b": {"a"}, "c": {"a"}}) == [["a", "b"]]
+    assert _cycles({"a": {"b"}, "b": set()}) == []
+
+
+def _without_package_inits(graph: dict[str, set[str]]) -> dict[str, set[str]]:
+    # A package's __init__ that re-exports its submodules is imported by them only as the
+    # parent every `import jobgen.x.y` loads first, not as a dependency: drop the edge from
+    # a submodule to its own parent packages.
+    return {m: {d for d in deps if not m.startswith(d + ".")} for m, deps in graph.items()}
+
+
+def test_no_import_cycle_among_jobgen_modules():
+    assert _cycles(_without_package_inits(GRAPH)) == []
+
+
+# jobgen.__main__ runs the CLI when imported (python -m jobgen): not a library module.
+@pytest.mark.parametrize("module", sorted(set(MODULES) - {"jobgen.__main__"}))
+def test_every_module_imports(module):
+    importlib.import_module(module)
+
+
+# The commands that compile manifests go through pipeline.build, the one entry to the
+# stages: a command calling them itself has once compiled differently from render
+# (names, merge rules, the tmpfiles.d name).
+STAGES = {f"jobgen.compiler.{s}" for s in ("load", "validate", "plan", "render")}
+
+
+@pytest.mark.parametrize("module", ["jobgen.host.generator", "jobgen.cli.apply", "jobgen.cli.render", "jobgen.cli.app"])
+def test_commands_compile_through_the_pipeline(module):
+    assert sorted(GRAPH[module] & STAGES) == []
+    assert "jobgen.compiler.pipeline" in GRAPH[module] | {d for m in GRAPH[module] if m.startswith("jobgen.cli") for d in GRAPH[m]}
