@@ -126,6 +126,7 @@ def run(argv: list[str], env: dict[str, str]) -> int:
     if not sources.any_manifest(dirs):
         return 0  # what most hosts at most reloads get: nothing to write, nothing loaded
     from jobgen.host import generator
+    from jobgen.runtime.spawn import running_jobgen
 
     manifests = generator.discover(dirs)
     if not manifests:
@@ -142,7 +143,7 @@ def run(argv: list[str], env: dict[str, str]) -> int:
 
     try:
         with alarm:
-            outcome = generator.generate(manifests, normal, running, holder=generator.sibling_holder(sys.argv[0]),
+            outcome = generator.generate(manifests, normal, running, holder=running_jobgen(sys.argv[0]),
                                          emit=emit, deadline=alarm.deadline)
     except OSError as exc:
         log("error", f"{IDENT}: cannot write into {normal}: {exc}")

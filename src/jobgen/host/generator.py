@@ -144,12 +144,6 @@ def running_systemd(maps: str = PID1_MAPS, installed: tuple[str, ...] = INSTALLE
     return None, "no libsystemd-shared in /proc/1/maps or " + ", ".join(installed)
 
 
-def sibling_holder(executable: str) -> str | None:
-    """`jobgen` installed beside this jobgen-generator (cluster locks run `jobgen lock`)."""
-    candidate = Path(os.path.realpath(executable)).with_name("jobgen")
-    return str(candidate) if os.access(candidate, os.X_OK) else None
-
-
 def tmpfiles_binary() -> str:
     return next((p for p in TMPFILES_BINARIES if os.access(p, os.X_OK)), TMPFILES_BINARIES[0])
 
