@@ -35,6 +35,7 @@ import argparse
 import logging
 import math
 import os
+import select
 import signal
 import subprocess
 import sys
@@ -274,9 +275,11 @@ class Holder:
     def run(self) -> int:
         saved = {s: signal.signal(s, self._on_job_stop) for s in JOB_STOPS}
         saved[signal.SIGCONT] = signal.signal(signal.SIGCONT, self._on_continue)
+        self.wake = _SignalWake()
         try:
             return self._run()
         finally:
+            self.wake.close()
             for s, h in saved.items():
                 signal.signal(s, h)
 
@@ -417,7 +420,7 @@ class Holder:
             self._forward(signum)
         held.watch(self._on_lost)
         t0 = time.monotonic()
-        _wait_exited(proc.pid)  # not reaped yet: its pid (= the group id) cannot be reused
+        _wait_exited(proc.pid, self.wake.fd)  # not reaped: its pid (= the group id) stays ours
         self._keeper_verdict(lifeline)
         status = proc.wait()
         code = 128 - status if status < 0 else status
@@ -566,11 +569,53 @@ class Holder:
         return code
 
 
-def _wait_exited(pid: int) -> None:
-    """Block until pid exits, leaving it a zombie (WNOWAIT) so the pid stays ours."""
-    while True:
-        try:
-            os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT)
-            return
-        except ChildProcessError:
-            return
+# Without pidfd_open(2) (Linux < 5.3) the wait for the command looks every this many ms.
+EXIT_POLL_MS = 100
+
+
+class _SignalWake:
+    """A pipe the interpreter writes a byte to on every signal the holder handles
+    (signal.set_wakeup_fd), whichever thread the kernel delivered it to.
+
+    Why: Python runs a signal's handler in the main thread only, between bytecodes. The
+    kernel delivers a process-directed signal to the main thread unless that thread already
+    has one pending (signal(7)): SIGTERM sent right after SIGCONT lands on another thread
+    (the SQL session watcher, a renewal), where the C-level handler only flags it. A main
+    thread blocked in waitid(2), which nothing interrupts then, would never run the handler:
+    the stop would never reach the command. Waiting on this pipe as well wakes it."""
+
+    def __init__(self) -> None:
+        self.fd, self._w = os.pipe2(os.O_NONBLOCK | os.O_CLOEXEC)
+        self._saved = signal.set_wakeup_fd(self._w, warn_on_full_buffer=False)
+
+    def close(self) -> None:
+        signal.set_wakeup_fd(self._saved)
+        os.close(self.fd)
+        os.close(self._w)
+
+
+def _wait_exited(pid: int, wake: int) -> None:
+    """Block until pid exits, leaving it a zombie (WNOWAIT) so the pid stays ours; return
+    to Python (where the pending handlers run) each time `wake` (_SignalWake) is written."""
+    try:
+        pidfd = os.pidfd_open(pid)  # readable once pid has exited (Linux 5.3)
+    except OSError:
+        pidfd = None
+    poller = select.poll()
+    poller.register(wake, select.POLLIN)
+    if pidfd is not None:
+        poller.register(pidfd, select.POLLIN)
+    try:
+        while os.waitid(os.P_PID, pid, os.WEXITED | os.WNOWAIT | os.WNOHANG) is None:
+            # Never emptied before the poll: a byte still there is a handler still to run.
+            poller.poll(None if pidfd is not None else EXIT_POLL_MS)
+            try:
+                while os.read(wake, 512):
+                    pass
+            except BlockingIOError:
+                pass  # emptied; the signals' handlers run at the next bytecode
+    except ChildProcessError:
+        return
+    finally:
+        if pidfd is not None:
+            os.close(pidfd)
