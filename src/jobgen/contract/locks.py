@@ -22,7 +22,7 @@ import hashlib
 import re
 import urllib.parse
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from typing import NamedTuple
 
 # --------------------------------------------------------------------------- exit codes
 
@@ -56,8 +56,7 @@ DEFAULT_HOLDER = "/usr/bin/jobgen"
 # --------------------------------------------------------------------------- lock names
 
 
-@dataclass(frozen=True)
-class NameRule:
+class NameRule(NamedTuple):
     pattern: re.Pattern[str]
     allowed: str  # the punctuation `pattern` admits besides letters and digits, as shown
     max_len: int
@@ -117,15 +116,14 @@ _MYSQL_QUERY = frozenset({"ssl_ca", "ssl_cert", "ssl_key", "charset"})
 _DIGITS = re.compile(r"[0-9]+")
 
 
-@dataclass(frozen=True)
-class Scheme:
+class Scheme(NamedTuple):
     module: str  # backend module under jobgen.runtime.backends
     client: str  # the client library it imports
     extra: str  # the extra in pyproject.toml that installs the client (runtime/installed.py: how to add it)
     query: frozenset[str]  # query parameters the backend passes on to its client
     default_port: int
     database: str  # what the URL path names, for messages
-    path: re.Pattern[str] | None = field(default=None)  # the path's form, None: any text
+    path: re.Pattern[str] | None = None  # the path's form, None: any text
     # overlap: queue keeps requests in tables: the URL must name the database (MariaDB has
     # no default one; PostgreSQL uses the user's; Redis uses database 0).
     queue_needs_database: bool = False
@@ -163,8 +161,7 @@ class UrlProblem(ValueError):
     """A backend URL that no server needs to see to refuse. str() never holds a secret."""
 
 
-@dataclass(frozen=True)
-class RawUrl:
+class RawUrl(NamedTuple):
     """A backend URL split before `${VAR}` expansion, each part percent-decoded, so an
     expanded password may hold '@', '/' or ':' without percent-encoding."""
 
@@ -172,9 +169,13 @@ class RawUrl:
     host: str
     port: str  # digits, `${VAR}` or ''
     username: str | None
-    password: str | None = field(repr=False)
+    password: str | None  # never in repr()
     path: str  # without the leading '/'
-    query: tuple[tuple[str, str], ...] = field(repr=False)
+    query: tuple[tuple[str, str], ...]  # never in repr()
+
+    def __repr__(self) -> str:
+        return (f"RawUrl(scheme={self.scheme!r}, host={self.host!r}, port={self.port!r}, "
+                f"username={self.username!r}, path={self.path!r})")
 
 
 def is_secret_key(key: str) -> bool:
@@ -305,8 +306,7 @@ NAMESPACE = "jobgen:"
 BOOKKEEPING = "#"
 
 
-@dataclass(frozen=True)
-class RedisKeys:
+class RedisKeys(NamedTuple):
     lease: str  # the owner token with its expiry: `jobgen:NAME`, as in every jobgen release
     fence: str  # the fencing counter: `jobgen:#fence:NAME`, no name's lease
     legacy_fence: str  # where releases before the `#` layout counted: read once, never written
@@ -347,8 +347,7 @@ def advisory_key(name: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-@dataclass(frozen=True)
-class ServerName:
+class ServerName(NamedTuple):
     of: Callable[[str], str | int]  # what the backend asks its server for, for lock NAME
     shown: str  # how `jobgen plan` shows it; {} is of(NAME)
 

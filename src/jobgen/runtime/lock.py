@@ -41,7 +41,6 @@ import subprocess
 import sys
 import threading
 import time
-from dataclasses import dataclass
 from typing import Mapping
 
 from jobgen.contract import locks, policies
@@ -74,8 +73,21 @@ class _HelpShown(Exception):
     pass
 
 
+class _FixedWidth(argparse.HelpFormatter):
+    """argparse makes a formatter for every add_argument (to check its metavar); the
+    default one asks the terminal's width through shutil, whose import (bz2, lzma, zlib,
+    fnmatch) every run would pay. Only --help needs the width: _Parser.format_help."""
+
+    def __init__(self, prog: str) -> None:
+        super().__init__(prog, width=80)
+
+
 class _Parser(argparse.ArgumentParser):
     """argparse that reports instead of exiting: main() returns, jobgen.cli exits."""
+
+    def format_help(self) -> str:
+        self.formatter_class = argparse.HelpFormatter  # the terminal's width, for --help
+        return super().format_help()
 
     def error(self, message: str):  # type: ignore[override]
         raise UsageError(message)
@@ -107,7 +119,7 @@ def _lock_name(text: str) -> str:
 
 
 def _parser() -> _Parser:
-    p = _Parser(prog="jobgen lock", exit_on_error=False,
+    p = _Parser(prog="jobgen lock", exit_on_error=False, formatter_class=_FixedWidth,
                 usage="jobgen lock --backend URL --name NAME [options] -- COMMAND [ARG...]",
                 description="Run COMMAND while holding a cluster lock.")
     p.add_argument("--backend", required=True, metavar="URL",
@@ -220,10 +232,10 @@ class _Interrupted(BaseException):  # not swallowed by any `except Exception`
         self.signum = signum
 
 
-@dataclass
 class _Child:
-    tree: tree.Tree
-    exited: bool = False  # waitid saw it exit; its pid is not reused until we reap it
+    def __init__(self, owned: tree.Tree) -> None:
+        self.tree = owned
+        self.exited = False  # waitid saw it exit; its pid is not reused until we reap it
 
     @property
     def proc(self) -> subprocess.Popen:

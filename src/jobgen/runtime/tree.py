@@ -26,8 +26,7 @@ import select
 import signal
 import subprocess
 import time
-from dataclasses import dataclass
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h, 3.4
@@ -76,8 +75,7 @@ def child_setup(parent: int, death: int = signal.SIGKILL):
 
 
 
-@dataclass(frozen=True)
-class _Proc:
+class _Proc(NamedTuple):
     ppid: int
     state: str
     start: int  # /proc/PID/stat starttime: a pid with another start time is another process
@@ -166,7 +164,6 @@ def _children() -> frozenset[int]:
     return frozenset(p for p, proc in _scan().items() if proc.ppid == me)
 
 
-@dataclass
 class Tree:
     """One command and every process it starts, owned by this process (a subreaper).
 
@@ -174,11 +171,13 @@ class Tree:
     before the command started (`others`: in a process that runs other children, they
     are none of the command's business)."""
 
-    proc: subprocess.Popen
-    others: frozenset[int]
-    # This process was no subreaper before start(): reap() turns it back, so a process
-    # that runs commands now and then (a test runner) does not keep collecting orphans.
-    was_not_subreaper: bool = False
+    def __init__(self, proc: subprocess.Popen, others: frozenset[int],
+                 was_not_subreaper: bool = False) -> None:
+        self.proc = proc
+        self.others = others
+        # This process was no subreaper before start(): reap() turns it back, so a process
+        # that runs commands now and then (a test runner) does not keep collecting orphans.
+        self.was_not_subreaper = was_not_subreaper
 
     @classmethod
     def start(cls, argv: list[str], env: Mapping[str, str],

@@ -18,8 +18,7 @@ from __future__ import annotations
 import os
 import select
 import threading
-from dataclasses import dataclass, field
-from typing import Callable, Mapping
+from typing import Callable, Mapping, NamedTuple
 
 from jobgen.contract import locks
 
@@ -79,17 +78,19 @@ class ServerError(LockError):
     """The server answered, but not with a lock decision (e.g. GET_LOCK returned NULL)."""
 
 
-@dataclass(frozen=True)
-class Target:
+class Target(NamedTuple):
     """A backend URL after `${VAR}` expansion, split so passwords need no percent-encoding."""
 
     scheme: str
     host: str
     port: int | None
     username: str | None
-    password: str | None = field(repr=False)
+    password: str | None  # never in repr(): display() is what is shown
     path: str  # database number (Redis) or database name (SQL), without the leading '/'
     query: dict[str, str]
+
+    def __repr__(self) -> str:
+        return f"Target({self.display()!r})"
 
     def display(self) -> str:
         """The URL as logged: never the password, nor a user name that holds a secret."""
@@ -99,8 +100,7 @@ class Target:
         return f"{self.scheme}://{user}{self.host}{port}{path}"
 
 
-@dataclass(frozen=True)
-class Options:
+class Options(NamedTuple):
     wait: float  # seconds to wait for a held lock; 0 = one attempt
     ttl: float  # Redis lease length, seconds
     connect_timeout: float  # bound on every network round trip, seconds
