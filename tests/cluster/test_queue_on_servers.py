@@ -9,6 +9,7 @@ in the order they were enqueued.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 import subprocess
@@ -21,7 +22,9 @@ import pytest
 from jobgen.runtime.backends import Options, parse_url
 from jobgen.runtime.queue.cluster import Limits, open_queue
 from jobgen.runtime.queue.spool import FAILED, PENDING, RUNNING, QueueFull
-from lockservers import holder_argv, holder_env
+from lockservers import PASSWORD, holder_argv, holder_env
+
+from jobgen.contract.queue import redis_queue_keys
 
 pytestmark = pytest.mark.cluster
 OPTS = Options(wait=0, ttl=5, connect_timeout=10)
@@ -91,6 +94,54 @@ def test_full_queue_rejects_or_coalesces(server, lock_name):
     same = c.enqueue()
     assert (same.outcome, same.request.id) == ("coalesced", first.id)
     assert len(c.list(PENDING)) == 1
+
+
+def raw_redis(server):
+    import redis
+
+    return redis.Redis(host="127.0.0.1", port=server.port, password=PASSWORD, decode_responses=True)
+
+
+def number(rid: str) -> int:
+    return int(rid.split("-")[0])
+
+
+@pytest.mark.parametrize("key", ["seq", "pending", "req"])
+def test_a_lock_named_like_a_queue_key_cannot_touch_the_queue(redis_server, lock_name, key):
+    """The lock `queue:NAME:seq` (`:pending`, `:req:ID`) names none of queue NAME's keys:
+    it is taken and its command runs (exit 0), and the queue's requests, their order and
+    their numbering are as they were."""
+    q = queue(redis_server, lock_name)
+    a, b = q.enqueue(("a",)).request, q.enqueue(("b",)).request
+    suffix = f"req:{a.id}" if key == "req" else key
+    held = subprocess.run(holder_argv("--backend", redis_server.url(), "--name",
+                                      f"queue:{lock_name}:{suffix}", "--", "true"),
+                          env=holder_env(), capture_output=True, text=True, timeout=60)
+    assert held.returncode == 0, held.stderr
+    assert [(r.id, r.args) for r in q.list(PENDING)] == [(a.id, ("a",)), (b.id, ("b",))]
+    assert number(q.enqueue(("c",)).request.id) == 3
+
+
+def test_requests_left_under_an_older_releases_keys_are_drained_first(redis_server, lock_name):
+    """Requests an older release left pending under `jobgen:queue:NAME:` (written here as it
+    wrote them): an upgraded host numbers its requests after them, and the first drain
+    (its first step, recover) moves them ahead of those, in order, leaving no old key."""
+    old = redis_queue_keys(lock_name, legacy=True)
+    r = raw_redis(redis_server)
+    ids = [f"{n:020d}-0000000{n}" for n in (1, 2)]
+    for n, rid in enumerate(ids, 1):
+        r.hset(old["req"] + rid, mapping={"args": json.dumps([f"old{n}"]), "enqueued_usec": n,
+                                          "attempts": 0, "by": "old"})
+        r.rpush(old[PENDING], rid)
+    r.set(old["seq"], 2)
+    q = queue(redis_server, lock_name)
+    new = q.enqueue(("new",)).request  # before the first drain
+    assert number(new.id) == 3
+    assert q.recover() == []
+    assert [(x.id, x.args, x.by) for x in q.list(PENDING)] == [
+        (ids[0], ("old1",), "old"), (ids[1], ("old2",), "old"), (new.id, ("new",), "")]
+    assert r.keys(old[PENDING].rpartition(":")[0] + ":*") == []
+    assert number(q.enqueue(("next",)).request.id) == 4
 
 
 DRAIN = """

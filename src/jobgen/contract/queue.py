@@ -1,6 +1,8 @@
 """The queue contract (`overlap: queue`): what `jobgen check` accepts for `queue:` and what
 `jobgen enqueue|drain|queue` do with it and answer, in one place."""
 
+from jobgen.contract.locks import BOOKKEEPING, NAMESPACE
+
 # queue.on_full: what a trigger does when max_pending requests are waiting.
 ON_FULL = ("reject", "coalesce")
 
@@ -24,3 +26,19 @@ SPOOL_FOLDERS = (TMP, PENDING, RUNNING, FAILED, SET_ASIDE)
 # A request file is JSON of its id, arguments and counters; past this size it is set aside
 # unread, and `enqueue` refuses arguments that would make one this big.
 MAX_REQUEST_BYTES = 1 << 20
+
+# The cluster queue's keys on Redis (runtime/queue/cluster.py), under `jobgen:#queue:NAME:`:
+# '#' is in no lock name (contract.locks.BOOKKEEPING), so no lock's lease or fencing counter
+# is one of a queue's keys. Releases before kept them under `jobgen:queue:NAME:`, the lease
+# keys of locks named `queue:...` too (the lock `queue:x:seq` was queue x's counter); the
+# first drain after an upgrade moves what it finds there (RedisQueue.recover).
+REDIS_QUEUE_PREFIX = "queue:"
+REDIS_QUEUE_SEQ, REDIS_QUEUE_REQ = "seq", "req:"  # the id counter; one hash per request id
+
+
+def redis_queue_keys(name: str, legacy: bool = False) -> dict[str, str]:
+    """The Redis keys of queue `name`: a list per state, the id counter ("seq") and the
+    prefix of the request hashes ("req"); legacy: where releases before kept them."""
+    base = NAMESPACE + ("" if legacy else BOOKKEEPING) + REDIS_QUEUE_PREFIX + name + ":"
+    keys = {state: base + state for state in (PENDING, RUNNING, FAILED)}
+    return keys | {"seq": base + REDIS_QUEUE_SEQ, "req": base + REDIS_QUEUE_REQ}

@@ -8,8 +8,9 @@ queue when the next drainer takes the lock (``recover``): that is within the loc
 for Redis (the lease must expire) and at once for the SQL backends (the session lock dies
 with the connection). README "overlap: queue" states these bounds.
 
-  Redis       jobgen:queue:<name>:{seq,pending,running,failed} and one hash per request;
-              enqueue (count, number, append) is one Lua script, atomic on the server.
+  Redis       jobgen:#queue:<name>:{seq,pending,running,failed} and one hash per request
+              (contract.queue.redis_queue_keys); enqueue (count, number, append) is one
+              Lua script, atomic on the server.
   PostgreSQL  table jobgen_queue; enqueuers serialise on their queue's row in
   MariaDB     jobgen_queue_head (SELECT ... FOR UPDATE) so max_pending holds across hosts;
               take uses SELECT ... FOR UPDATE SKIP LOCKED (PostgreSQL 9.5, MariaDB 10.6).
@@ -23,6 +24,7 @@ import time
 from dataclasses import dataclass
 
 from jobgen.contract import outcomes
+from jobgen.contract.queue import redis_queue_keys
 from jobgen.runtime.backends import Options, Target
 from jobgen.runtime.queue.spool import FAILED, PENDING, RUNNING, STATES, Enqueued, NoSuchRequest, QueueFull, Request
 
@@ -53,6 +55,10 @@ if pending >= tonumber(ARGV[1]) then
   end
   return {'full', '', pending}
 end
+if redis.call('exists', KEYS[2]) == 0 then  -- a counter left under the old keys seeds it
+  local old = redis.call('type', KEYS[3]).ok == 'string' and redis.call('get', KEYS[3])
+  if old and string.match(old, '^%d+$') and #old < 19 then redis.call('set', KEYS[2], old) end
+end
 local seq = redis.call('incr', KEYS[2])
 local id = string.format('%020d', seq) .. '-' .. ARGV[4]
 redis.call('hset', KEYS[4] .. id, 'args', ARGV[3], 'enqueued_usec', ARGV[5], 'attempts', 0, 'by', ARGV[6])
@@ -61,12 +67,46 @@ return {ARGV[8], id, pending + 1}
 """
 
 
+# Requests left under the keys of releases before `jobgen:#queue:` (contract.queue), moved
+# by the first drain after the upgrade, under the job's lock: each old list goes before the
+# new one (those requests were enqueued first), with its request hashes; the counter keeps
+# the larger value. Only lists, hashes and a decimal counter are taken: a key of the old
+# layout that holds anything else is a lock's lease (a lock named `queue:NAME:seq`), left
+# alone. KEYS: new pending, running, failed, seq, req prefix, then the same old ones.
+_MIGRATE = """
+local moved = 0
+for i = 1, 3 do
+  local old, new = KEYS[5 + i], KEYS[i]
+  if redis.call('type', old).ok == 'list' then
+    local ids = redis.call('lrange', old, 0, -1)
+    for j = #ids, 1, -1 do
+      if redis.call('type', KEYS[10] .. ids[j]).ok == 'hash' then
+        redis.call('rename', KEYS[10] .. ids[j], KEYS[5] .. ids[j])
+      end
+      redis.call('lpush', new, ids[j])
+      moved = moved + 1
+    end
+    redis.call('del', old)
+  end
+end
+if redis.call('type', KEYS[9]).ok == 'string' then
+  local old = redis.call('get', KEYS[9])
+  if string.match(old, '^%d+$') and #old < 19 then
+    if tonumber(old) > tonumber(redis.call('get', KEYS[4]) or '0') then redis.call('set', KEYS[4], old) end
+    redis.call('del', KEYS[9])
+  end
+end
+return moved
+"""
+
+
 class RedisQueue:
     def __init__(self, client, name: str, limits: Limits):
         self.r, self.limits = client, limits
-        base = f"jobgen:queue:{name}"
-        self.keys = {s: f"{base}:{s}" for s in STATES} | {"seq": f"{base}:seq", "req": f"{base}:req:"}
+        self.keys = redis_queue_keys(name)
+        self.legacy = redis_queue_keys(name, legacy=True)
         self._enqueue = self.r.register_script(_ENQUEUE)
+        self._migrate = self.r.register_script(_MIGRATE)
 
     @property
     def max_attempts(self) -> int:
@@ -74,7 +114,7 @@ class RedisQueue:
 
     def enqueue(self, args: tuple[str, ...] = (), by: str = "") -> Enqueued:
         outcome, rid, pending = self._enqueue(
-            keys=[self.keys[PENDING], self.keys["seq"], "", self.keys["req"]],
+            keys=[self.keys[PENDING], self.keys["seq"], self.legacy["seq"], self.keys["req"]],
             args=[self.limits.max_pending, self.limits.on_full, json.dumps(list(args)), secrets.token_hex(4), time.time_ns() // 1000, by,
                   outcomes.COALESCED, outcomes.ENQUEUED],
         )
@@ -100,6 +140,8 @@ class RedisQueue:
 
     # The drainer holds the job's lock for the rest: no other writer moves these lists.
     def recover(self) -> list[Request]:
+        order = (PENDING, RUNNING, FAILED, "seq", "req")
+        self._migrate(keys=[self.keys[k] for k in order] + [self.legacy[k] for k in order])
         out = []
         for req in reversed(self.list(RUNNING)):  # back to the head, oldest first
             dest = FAILED if req.attempts >= self.limits.max_attempts else PENDING
