@@ -23,7 +23,7 @@ NEVER = ("typer", "click", "jinja2", "yaml", "packaging", "jobgen.compiler")
 # What the holder never adds to what the interpreter and the client library load: each
 # costs milliseconds on every run (creating a frozen dataclass alone ~0.5 ms; shutil
 # brings bz2, lzma and zlib along).
-NOT_OURS = ("dataclasses", "inspect", "shutil", "bz2", "lzma")
+NOT_OURS = ("dataclasses", "inspect", "shutil", "bz2", "lzma", "logging", "traceback")
 
 
 def imported(*args: str) -> tuple[subprocess.CompletedProcess, set[str]]:

@@ -63,10 +63,8 @@ def _leave(code: int, signum: int | None) -> None:
     and the command reaped; what may remain is a daemon thread abandoned inside a client
     call (backends.bounded, a stop signal during --wait), and interpreter shutdown with such
     a thread mid-call can crash (seen: SIGSEGV on a SIGTERM while waiting on MariaDB)."""
-    import logging
     import signal
 
-    logging.shutdown()
     sys.stdout.flush()
     sys.stderr.flush()
     if signum is not None:

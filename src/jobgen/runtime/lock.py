@@ -32,7 +32,6 @@ the signal, with nothing taken and nothing run.
 from __future__ import annotations
 
 import argparse
-import logging
 import math
 import os
 import select
@@ -62,7 +61,34 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 DEFAULTS = {"wait": 0.0, "ttl": 60.0, "grace": 10.0, "connect_timeout": 5.0}
 MIN_TTL = 1.0  # renewal runs every ttl/3; below a second it would mostly measure latency
 
-log = logging.getLogger("jobgen.lock")
+
+
+class _Log:
+    """The holder's log: one line per event on stderr (journald records it for a unit),
+    greppable: `jobgen-lock[<job>]: <event> key=value ...`. Not the logging module, whose
+    import (traceback, string, ...) the holder would pay on every run for three calls."""
+
+    def __init__(self) -> None:
+        self.prefix = "jobgen-lock[-]: "
+        # Re-entrant: a signal handler that logs runs in the main thread, maybe mid-line.
+        self._lock = threading.RLock()
+
+    def _emit(self, msg: str, args: tuple) -> None:
+        line = f"{self.prefix}{msg % args if args else msg}\n"
+        with self._lock:
+            try:
+                sys.stderr.write(line)
+                sys.stderr.flush()
+            except (OSError, ValueError, AttributeError):  # stderr closed or gone (None)
+                pass
+
+    def info(self, msg: str, *args) -> None:
+        self._emit(msg, args)
+
+    warning = error = info
+
+
+log = _Log()
 
 
 class UsageError(Exception):
@@ -161,12 +187,7 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def _setup_logging(tag: str) -> None:
-    handler = logging.StreamHandler(sys.stderr)
-    # One line per event, greppable: `jobgen-lock[<job>]: <event> key=value ...`.
-    handler.setFormatter(logging.Formatter(f"jobgen-lock[{tag}]: %(message)s"))
-    log.handlers[:] = [handler]
-    log.propagate = False
-    log.setLevel(logging.INFO)
+    log.prefix = f"jobgen-lock[{tag}]: "
 
 
 def main(argv: list[str]) -> int:
