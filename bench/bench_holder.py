@@ -40,19 +40,32 @@ JOBGEN = Path(sys.executable).with_name("jobgen")
 CLIENTS = {"redis": "redis", "mariadb": "pymysql", "postgres": "psycopg"}
 
 
-def timed(argv: list[str], runs: int, env: dict[str, str]) -> tuple[list[float], list[float]]:
+def timed_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
     """Wall and CPU (user + system, of the process and every child it waited for) seconds
-    per run. CPU is the steadier number on a loaded machine."""
-    subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL)  # warm caches
-    walls, cpus = [], []
-    for _ in range(runs):
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL)
-        walls.append(time.perf_counter() - t0)
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        cpus.append(after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime)
-    return walls, cpus
+    of one run. CPU is the steadier number on a loaded machine."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    t0 = time.perf_counter()
+    subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL)
+    wall = time.perf_counter() - t0
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
+
+
+# jobgen's own imports and option parsing, after the client library's, timed inside one
+# process (CPU): the part of the holder's start-up that is jobgen's.
+OWN_IMPORTS = """
+import time, {client}
+t = time.process_time()
+import jobgen.runtime.lock as lock
+lock.parse(["--backend", "{scheme}://h/0", "--name", "n", "--", "true"])
+print(time.process_time() - t)
+"""
+
+
+def own_imports(client: str, scheme: str, runs: int, env: dict[str, str]) -> list[float]:
+    code = OWN_IMPORTS.format(client=client, scheme=scheme)
+    return [float(subprocess.run([sys.executable, "-c", code], env=env, check=True,
+                                 capture_output=True, text=True).stdout) for _ in range(runs)]
 
 
 def overlap_once(server, how: str, work: Path, n: int) -> float:
@@ -145,14 +158,26 @@ def main() -> int:
                        *COMMAND]))
 
     rows = []
+    own: list[tuple[str, float, float]] = []
     overlaps: list[tuple[str, str, list[float]]] = []
     try:
-        for label, argv in cases:
-            walls, cpus = timed(argv, args.runs, env)
+        for _, argv in cases:  # warm caches
+            subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL)
+        # Round-robin, not case after case: a load that changes meanwhile weighs on all alike.
+        got: list[list[tuple[float, float]]] = [[] for _ in cases]
+        for _ in range(args.runs):
+            for i, (_, argv) in enumerate(cases):
+                got[i].append(timed_once(argv, env))
+        for (label, _), runs in zip(cases, got):
+            walls, cpus = [w for w, _ in runs], [c for _, c in runs]
             rows.append((label, statistics.median(walls), p90(walls), min(cpus),
                          statistics.median(cpus)))
             print(f"{label:60s} median {statistics.median(walls) * 1000:7.1f} ms, "
                   f"CPU min {min(cpus) * 1000:7.1f} ms", flush=True)
+        for server in servers:
+            client = CLIENTS[server.kind]
+            cpus = own_imports(client, server.kind, args.runs, env)
+            own.append((client, min(cpus), statistics.median(cpus)))
         for server in servers:
             for how in ("session-killed", "restart") if args.overlap else ():
                 got = [overlap_once(server, how, work, n) for n in range(args.overlap)]
@@ -193,6 +218,12 @@ def main() -> int:
             beyond = f"{(cpu_min - alone[1]) * 1000:.1f} ({(med - alone[0]) * 1000:.1f})"
         lines.append(f"| {label} | {med * 1000:.1f} | {p * 1000:.1f} | {cpu_min * 1000:.1f} | "
                      f"{cpu * 1000:.1f} | {beyond} |")
+    if own:
+        lines += ["", "jobgen's own imports and option parsing, after the client library's,",
+                  "timed inside the process (CPU ms; the rest of *beyond the client* is the",
+                  "lock's work):", "", "| client imported first | CPU min ms | CPU median ms |",
+                  "|---|---:|---:|"]
+        lines += [f"| {c} | {lo * 1000:.1f} | {med * 1000:.1f} |" for c, lo, med in own]
     if skipped:
         lines += ["", "Skipped: " + "; ".join(skipped)]
     lines += [
