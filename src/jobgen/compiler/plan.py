@@ -157,7 +157,7 @@ class Plan:
     # them: the CLI warns when that executable is missing (status=203/EXEC otherwise).
     holder_jobs: tuple[tuple[str, Pos], ...] = field(compare=False, default=())
     # job -> ((service, kind), ...): the units whose journal lines are the job's own, kind
-    # "run" (the reporter's unit) or "queue" (enqueuer and drainer). `jobgen status` counts
+    # outcomes.RUN_UNIT (the reporter's unit) or QUEUE_UNIT (enqueuer and drainer). `jobgen status` counts
     # a line only when journald attests it came from one of these (host/status.py).
     journal_units: dict[str, tuple[tuple[str, str], ...]] = field(compare=False, default_factory=dict)
 
@@ -727,7 +727,7 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
             units, run, lines = _job_files(ctx, job)
         files += units
         runs[job.name] = run
-        kind = "queue" if job.policy.queues else "run"
+        kind = outcomes.QUEUE_UNIT if job.policy.queues else outcomes.RUN_UNIT
         journal_units[job.name] = tuple((u.filename, kind) for u in units if u.kind == "service")
         tmp_lines += lines
     for worker in manifest.workers:

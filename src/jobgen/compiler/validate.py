@@ -902,7 +902,8 @@ def _job_queue(what: str, overlap: str | None, queue: Queue | None, lock: Lock |
         return None
     if lock is not None and not SCOPES[lock.scope].lock_file and not SCOPES[lock.scope].server:
         # `jobgen drain` run by hand, or from a second unit, must see the drainer's lock.
-        p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' needs 'lock.scope: host' or 'cluster' (the drainer's lock); 'unit' guards only the unit")
+        shared = "' or '".join(name for name, s in SCOPES.items() if s.lock_file or s.server)
+        p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' needs 'lock.scope: {shared}' (the drainer's lock); '{lock.scope}' guards only the unit")
     if lock is not None and SCOPES[lock.scope].server and lock.backend and _queue_lacks_database(lock.backend):
         # GET_LOCK needs no database; the queue's table does.
         p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' keeps its requests in a table: 'lock.backend' must name a database (e.g. mariadb://db.internal/jobs)")
