@@ -150,7 +150,8 @@ def register(app: typer.Typer) -> None:
                 recovery = earlier
                 diagnostics, targets, warning = entry.diagnostics, entry.targets, entry.warning
             else:
-                results = build_all(manifests, target, holder, fmt, strict, data, more)
+                too_long = lambda result: layout.name_problems(chosen, package, result.manifest)  # noqa: E731
+                results = build_all(manifests, target, holder, fmt, strict, data, more, too_long)
                 try:
                     files = merge.merge(manifests, results)
                 except merge.Clash as exc:
