@@ -1,7 +1,10 @@
 """The typer app, the options commands share, and the table of command modules.
 
-A new command is a module in this package with a ``register(app)`` function and one row
-in ``COMMANDS``; options that mean the same thing everywhere are defined once here.
+A new command is a module in this package with one row in ``COMMANDS``: the command is a
+module-level function named for it, of typed arguments, that returns the exit code (what
+tests call without the command line), and ``register(app)`` only declares its options and
+calls it (tests/test_command_functions.py); options that mean the same thing everywhere
+are defined once here.
 
 Every outcome has an answer in the format asked for: with ``--format json`` stdout is one
 JSON document (``"format": JSON_FORMAT``) whether the command succeeded, found problems in
