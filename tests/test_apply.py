@@ -14,6 +14,7 @@ import pytest
 
 from jobgen.compiler import layout
 from jobgen.host import apply as host
+from support.cli import jobgen
 
 V1 = """\
 jobgen: 1
@@ -34,10 +35,6 @@ workers:
 V2 = V1.replace("  tock:\n    command: [/bin/true]\n    schedule: daily\n", "")  # tock removed
 
 needs_systemctl = pytest.mark.skipif(subprocess.run(["which", "systemctl"], capture_output=True).returncode != 0, reason="needs systemctl (systemd package) for --root")
-
-
-def jobgen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobgen", *args], capture_output=True, text=True, timeout=120)
 
 
 def apply_json(manifest: Path, root: Path, *extra: str) -> tuple[int, dict]:

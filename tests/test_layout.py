@@ -3,11 +3,10 @@ layout's tmpfiles.d/ snippet would land where systemd-tmpfiles never reads it.""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import jobgen
 
 from jobgen.compiler import layout, limits
 
@@ -19,10 +18,6 @@ jobs:
     command: [/bin/true]
     schedule: hourly
 """
-
-
-def jobgen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobgen", *args], capture_output=True, text=True, timeout=60)
 
 
 def files_under(root: Path) -> list[str]:

@@ -14,16 +14,15 @@ ExecStart= line a command may produce).
 
 from __future__ import annotations
 
-import os
 import re
 import resource
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from jobgen.compiler import limits, load, plan, validate, write
+from support.cli import jobgen as run_jobgen
 from support.sdanalyze import host_analyzer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,12 +34,7 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (SAFETY_AS, SAFETY_AS))
 
 
-def jobgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
-    return subprocess.run(
-        [sys.executable, "-m", "jobgen", *args], cwd=cwd, capture_output=True, text=True, env=env,
-        timeout=SAFETY_TIMEOUT, preexec_fn=_limit_memory,
-    )
+jobgen = partial(run_jobgen, timeout=SAFETY_TIMEOUT, preexec_fn=_limit_memory)
 
 
 HEAD = 'jobgen: 1\ntarget: {systemd: ">=252"}\n'

@@ -22,17 +22,18 @@ from pathlib import Path
 import pytest
 
 from jobgen.compiler import write
+from support.cli import Ran
+from support.cli import jobgen as run_jobgen
 
 EXIT_DRIFT, EXIT_INVALID, EXIT_OUTPUT = 1, 2, 73
 ROOT = Path(__file__).resolve().parents[1]
 NOTICE = "Do not edit: change the manifest and re-run"
 
 
-def jobgen(*args: str, cwd: Path | None = None, user: str | None = None, **kw) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "jobgen", *args]
-    if user:
-        argv = ["/usr/bin/setpriv", f"--reuid={user}", "--regid=nogroup" if user == "nobody" else f"--regid={user}", "--clear-groups", *argv]
-    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=120, **kw)
+def jobgen(*args: str, cwd: Path | None = None, user: str | None = None) -> Ran:
+    """jobgen, as ``user`` when given (setpriv: that user, its group, no other groups)."""
+    prefix = ["/usr/bin/setpriv", f"--reuid={user}", "--regid=nogroup" if user == "nobody" else f"--regid={user}", "--clear-groups"] if user else []
+    return run_jobgen(*args, cwd=cwd, prefix=prefix)
 
 
 def manifest(path: Path, jobs: dict[str, str], target: str = "252") -> Path:
