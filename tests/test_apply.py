@@ -365,10 +365,8 @@ def test_a_root_that_is_not_a_folder_says_which(shop, tmp_path, kind, why):
 def test_a_root_this_user_cannot_read_says_so(tmp_path):
     root = tmp_path / "img"  # under pytest's 0700 folder: nobody cannot reach it
     root.mkdir()
-    r = subprocess.run(
-        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m", "jobgen", "apply", "m.yaml", "--root", str(root)],
-        capture_output=True, text=True, cwd="/", env={**os.environ, "PYTHONPATH": str(Path(host.__file__).parents[2])},
-    )  # fmt: skip
+    r = jobgen("apply", "m.yaml", "--root", str(root), prefix=["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"],
+               cwd="/", env={**os.environ, "PYTHONPATH": str(Path(host.__file__).parents[2])})
     assert (r.returncode, r.stderr) == (2, f"jobgen: error: --root {root}: not readable (permission denied)\n")
 
 
