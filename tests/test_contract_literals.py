@@ -61,6 +61,7 @@ ALLOWED = {
     ("cli/__init__.py", "queue"): "the `jobgen queue` command's name",
     ("cli/app.py", "queue"): "the `jobgen queue` command's name",
     ("cli/app.py", "run"): "the `jobgen run` command's name",
+    ("cli/run.py", "run"): "the `jobgen run` command's name",
     ("cli/queue.py", "queue"): "the `jobgen queue` command's name, passed to the runtime",
     ("runtime/queue/command.py", "queue"): "the `jobgen queue` command's name",
     ("cli/render.py", "recovered"): "a field of render's JSON report on an interrupted write, not a queue event",
