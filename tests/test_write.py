@@ -30,10 +30,10 @@ ROOT = Path(__file__).resolve().parents[1]
 NOTICE = "Do not edit: change the manifest and re-run"
 
 
-def jobgen(*args: str, cwd: Path | None = None, user: str | None = None) -> Ran:
+def jobgen(*args: str, cwd: Path | None = None, user: str | None = None, **kw) -> Ran:
     """jobgen, as ``user`` when given (setpriv: that user, its group, no other groups)."""
     prefix = ["/usr/bin/setpriv", f"--reuid={user}", "--regid=nogroup" if user == "nobody" else f"--regid={user}", "--clear-groups"] if user else []
-    return run_jobgen(*args, cwd=cwd, prefix=prefix)
+    return run_jobgen(*args, cwd=cwd, prefix=prefix, **kw)
 
 
 def manifest(path: Path, jobs: dict[str, str], target: str = "252") -> Path:
