@@ -113,3 +113,14 @@ def test_each_layouts_name_limit_is_its_longest_unit_file_within_name_max():
     }
     # A package name of its own length moves the limit with it.
     assert layout.name_limit(layout.LAYOUTS["debian"], "p" * 40) == limits.NAME_MAX - len("p" * 40 + ".") - len("-drain.service")
+
+
+def test_a_package_name_that_leaves_no_room_for_a_unit_name_is_refused(tmp_path):
+    longest = 255 - len(".") - 1 - len("-drain.service")  # 239: PKG. + a one-character name + -drain.service
+    ok = jobgen("render", str(long_queue_job(tmp_path, 1)), "--layout", "debian", "--package", "p" * longest, "-o", str(tmp_path / "a"))
+    assert ok.returncode == 0, ok.stderr
+    r = jobgen("render", str(long_queue_job(tmp_path, 1)), "--layout", "debian", "--package", "p" * (longest + 1), "-o", str(tmp_path / "b"))
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"jobgen: error: --package: a name of {longest + 1} characters leaves no room for a unit's name in "
+                        f"255 bytes (at most {longest}); nothing written\n")
+    assert not (tmp_path / "b").exists()

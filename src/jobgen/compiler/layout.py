@@ -130,6 +130,10 @@ def check_package(layout: Layout, package: str | None) -> None:
         raise LayoutError(f"--package is for --layout debian; --layout {layout.name} names no package")
     if package and not _PACKAGE_NAME.fullmatch(package):
         raise LayoutError(f"--package {package!r}: a Debian package name is lower-case letters, digits and +-. (at least two, starting with a letter or digit)")
+    if package and name_limit(layout, package) < 1:
+        # PKG.NAME-drain.service and PKG.tmpfiles are each one file name (NAME_MAX).
+        raise LayoutError(f"--package: a name of {len(package)} characters leaves no room for a unit's name in "
+                          f"{limits.NAME_MAX} bytes (at most {len(package) - 1 + name_limit(layout, package)})")
 
 
 def name_limit(layout: Layout, package: str | None = None) -> int:
