@@ -14,6 +14,7 @@ import pytest
 
 from jobgen.compiler import layout
 from jobgen.host import apply as host
+from support.cli import jobgen
 
 V1 = """\
 jobgen: 1
@@ -34,10 +35,6 @@ workers:
 V2 = V1.replace("  tock:\n    command: [/bin/true]\n    schedule: daily\n", "")  # tock removed
 
 needs_systemctl = pytest.mark.skipif(subprocess.run(["which", "systemctl"], capture_output=True).returncode != 0, reason="needs systemctl (systemd package) for --root")
-
-
-def jobgen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobgen", *args], capture_output=True, text=True, timeout=120)
 
 
 def apply_json(manifest: Path, root: Path, *extra: str) -> tuple[int, dict]:
@@ -368,10 +365,8 @@ def test_a_root_that_is_not_a_folder_says_which(shop, tmp_path, kind, why):
 def test_a_root_this_user_cannot_read_says_so(tmp_path):
     root = tmp_path / "img"  # under pytest's 0700 folder: nobody cannot reach it
     root.mkdir()
-    r = subprocess.run(
-        ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", sys.executable, "-m", "jobgen", "apply", "m.yaml", "--root", str(root)],
-        capture_output=True, text=True, cwd="/", env={**os.environ, "PYTHONPATH": str(Path(host.__file__).parents[2])},
-    )  # fmt: skip
+    r = jobgen("apply", "m.yaml", "--root", str(root), prefix=["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"],
+               cwd="/", env={**os.environ, "PYTHONPATH": str(Path(host.__file__).parents[2])})
     assert (r.returncode, r.stderr) == (2, f"jobgen: error: --root {root}: not readable (permission denied)\n")
 
 

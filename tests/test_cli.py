@@ -10,12 +10,9 @@ from pathlib import Path
 import pytest
 
 from jobgen import __version__
+from support.cli import jobgen
 
 ROOT = Path(__file__).resolve().parents[1]
-
-
-def jobgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobgen", *args], capture_output=True, text=True, cwd=cwd, timeout=60)
 
 
 def write(path: Path, text: str) -> Path:
@@ -229,8 +226,7 @@ def test_format_json_answers_every_outcome(tmp_path: Path, what: str, argv: list
     (tmp_path / "file").write_text("")
     args = [a.format(out=tmp_path / "out", file=tmp_path / "file") for a in argv]
     env = {**os.environ, "PATH": str(tmp_path)} if "auto" in args else None  # a PATH with no systemctl
-    r = subprocess.run([sys.executable, "-m", "jobgen", *args, "--format", "json"], capture_output=True, text=True,
-                       timeout=60, env=env)
+    r = jobgen(*args, "--format", "json", env=env)
     assert r.returncode == code, r.stderr
     doc = json.loads(r.stdout)
     assert doc["format"] == 1 and doc["ok"] is ok

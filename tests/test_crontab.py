@@ -17,11 +17,9 @@ says in a note for CRON_TZ zones with DST.
 from __future__ import annotations
 
 import json
-import os
 import re
-import subprocess
-import sys
 from datetime import datetime, timedelta, timezone
+from functools import partial
 from pathlib import Path
 
 import pytest
@@ -31,6 +29,7 @@ from jobgen.compiler import load, validate
 from jobgen.compiler.diagnostics import ManifestError
 from jobgen.compiler.timespec import parse_calendar
 from jobgen.tools import crontab as tool
+from support.cli import jobgen
 
 ROOT = Path(__file__).resolve().parent.parent
 CRONTABS = ROOT / "tests" / "crontabs"
@@ -103,9 +102,7 @@ def _import(name: str, **kw) -> tool.Imported:
     return imported
 
 
-def _jobgen(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "jobgen", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=120)
+_jobgen = partial(jobgen, cwd=ROOT)
 
 
 ALL = [("etc/crontab", {}), ("cron.d/php", {}), ("shop", {"user": "shop"}), ("tricky", {"user": "shop"})]

@@ -25,13 +25,13 @@ path that is not there); they are inline at the end, with their expectation besi
 
 from __future__ import annotations
 
-import os
 import re
 import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
+from support.cli import jobgen
 
 ROOT = Path(__file__).resolve().parent.parent
 CASES = sorted((ROOT / "tests" / "errors").glob("*.yaml"))
@@ -52,11 +52,7 @@ def _header(case: Path) -> tuple[list[str], int]:
     return expect, code
 
 
-def _jobgen(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
-    return subprocess.run(
-        [sys.executable, "-m", "jobgen", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=60
-    )
+_jobgen = partial(jobgen, cwd=ROOT)
 
 
 def _expected_stderr(expect: list[str], code: int) -> list[str]:

@@ -7,8 +7,6 @@
 Ranges count: a directive is allowed only if every release in the range has it.
 """
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -18,6 +16,7 @@ from jobgen.compiler.diagnostics import ManifestError, Pos
 from jobgen.compiler.directive_table import FIRST_RELEASE
 from jobgen.compiler.plan import Exec, Raw
 from jobgen.compiler.target import VALUE_GATES, parse_target
+from support.cli import jobgen
 
 POS = Pos("m.yaml", 1, 1)
 
@@ -185,7 +184,7 @@ def test_one_note_per_fallback_per_manifest(tmp_path: Path) -> None:
     jobs = "".join(f"  j{i:04}:\n    command: [/bin/true]\n    schedule: daily\n" for i in range(1000))
     manifest = tmp_path / "many.yaml"
     manifest.write_text("jobgen: 1\ntarget: {systemd: '252'}\njobs:\n" + jobs)
-    result = subprocess.run([sys.executable, "-m", "jobgen", "check", str(manifest)], capture_output=True, text=True, timeout=120)
+    result = jobgen("check", str(manifest))
     assert result.returncode == 0, result.stderr
     notes = [line for line in (result.stdout + result.stderr).splitlines() if ": note: " in line]
     assert notes == [

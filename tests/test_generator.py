@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from support.sdanalyze import host_analyzer
+from support.cli import jobgen
 
 GENERATOR = Path(sys.executable).with_name("jobgen-generator")
 TMPFILES = next((p for p in ("/usr/bin/systemd-tmpfiles", "/bin/systemd-tmpfiles") if os.access(p, os.X_OK)), "/usr/bin/systemd-tmpfiles")
@@ -83,7 +84,7 @@ def manifests(folder: Path, **files: str) -> Path:
 
 def render(tmp_path: Path, manifest: Path) -> dict[str, str]:
     out = tmp_path / "rendered"
-    r = subprocess.run([sys.executable, "-m", "jobgen", "render", str(manifest), "-o", str(out)], capture_output=True, text=True)
+    r = jobgen("render", str(manifest), "-o", str(out))
     assert r.returncode == 0, r.stderr
     return tree(out)
 

@@ -3,11 +3,12 @@ layout's tmpfiles.d/ snippet would land where systemd-tmpfiles never reads it.""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import jobgen
+
+from jobgen.compiler import layout, limits
 
 MANIFEST = """\
 jobgen: 1
@@ -17,10 +18,6 @@ jobs:
     command: [/bin/true]
     schedule: hourly
 """
-
-
-def jobgen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobgen", *args], capture_output=True, text=True, timeout=60)
 
 
 def files_under(root: Path) -> list[str]:
@@ -69,3 +66,61 @@ def test_etc_layout_into_root_does_not_warn(tmp_path):
     (tmp_path / "shop.yaml").write_text(MANIFEST)
     r = jobgen("render", str(tmp_path / "shop.yaml"), "-o", "/", "--layout", "etc", "--check")
     assert "warning" not in r.stderr, r.stderr
+
+
+# --------------------------------------------------------------------------- debian's longer file names
+# --layout debian names a unit debian/PKG.UNIT: the package name and a dot come before
+# every unit's file name, so a name the flat layout can hold may not fit in NAME_MAX there.
+
+def long_queue_job(tmp_path: Path, length: int) -> Path:
+    path = tmp_path / "shop.yaml"
+    path.write_text(f"jobgen: 1\ntarget: {{systemd: '252'}}\njobs:\n  {'q' * length}:\n    command: [/bin/true]\n"
+                    "    schedule: daily\n    overlap: queue\n")
+    return path
+
+
+def test_a_name_too_long_for_debians_file_names_is_refused_at_the_job_and_nothing_written(tmp_path):
+    limit = 255 - len("shopjobs.") - len("-drain.service")  # 232: debian/shopjobs.NAME-drain.service
+    manifest = long_queue_job(tmp_path, limit + 1)
+    r = jobgen("render", str(manifest), "--layout", "debian", "--package", "shopjobs", "-o", str(tmp_path / "debian"))
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (
+        f"{manifest}:4:3: error: job '{'q' * (limit + 1)}': the name has {limit + 1} characters; --layout debian "
+        f"--package shopjobs allows at most {limit}, so that shopjobs.NAME-drain.service fits in 255 bytes (README: Limits)\n"
+        "jobgen: 1 error; nothing written\n"
+    )
+    assert not (tmp_path / "debian").exists()
+
+
+def test_the_longest_name_debian_allows_is_written(tmp_path):
+    limit = 255 - len("shopjobs.") - len("-drain.service")
+    manifest = long_queue_job(tmp_path, limit)
+    r = jobgen("render", str(manifest), "--layout", "debian", "--package", "shopjobs", "-o", str(tmp_path / "debian"))
+    assert r.returncode == 0, r.stderr
+    longest = max((p.name for p in (tmp_path / "debian").iterdir()), key=len)
+    assert (longest, len(longest.encode())) == (f"shopjobs.{'q' * limit}-drain.service", 255)
+
+
+def test_the_same_name_renders_flat(tmp_path):
+    # The flat layout adds nothing to a unit's name: its limit is the manifest's (241).
+    r = jobgen("render", str(long_queue_job(tmp_path, 233)), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+
+
+def test_each_layouts_name_limit_is_its_longest_unit_file_within_name_max():
+    assert {name: layout.name_limit(row, "shopjobs") for name, row in layout.LAYOUTS.items()} == {
+        "flat": limits.NAME, "etc": limits.NAME, "usr": limits.NAME, "debian": limits.NAME - len("shopjobs."),
+    }
+    # A package name of its own length moves the limit with it.
+    assert layout.name_limit(layout.LAYOUTS["debian"], "p" * 40) == limits.NAME_MAX - len("p" * 40 + ".") - len("-drain.service")
+
+
+def test_a_package_name_that_leaves_no_room_for_a_unit_name_is_refused(tmp_path):
+    longest = 255 - len(".") - 1 - len("-drain.service")  # 239: PKG. + a one-character name + -drain.service
+    ok = jobgen("render", str(long_queue_job(tmp_path, 1)), "--layout", "debian", "--package", "p" * longest, "-o", str(tmp_path / "a"))
+    assert ok.returncode == 0, ok.stderr
+    r = jobgen("render", str(long_queue_job(tmp_path, 1)), "--layout", "debian", "--package", "p" * (longest + 1), "-o", str(tmp_path / "b"))
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr == (f"jobgen: error: --package: a name of {longest + 1} characters leaves no room for a unit's name in "
+                        f"255 bytes (at most {longest}); nothing written\n")
+    assert not (tmp_path / "b").exists()

@@ -14,16 +14,15 @@ ExecStart= line a command may produce).
 
 from __future__ import annotations
 
-import os
 import re
 import resource
-import subprocess
-import sys
+from functools import partial
 from pathlib import Path
 
 import pytest
 
-from jobgen.compiler import limits, write
+from jobgen.compiler import limits, load, plan, validate, write
+from support.cli import jobgen as run_jobgen
 from support.sdanalyze import host_analyzer
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -35,12 +34,7 @@ def _limit_memory() -> None:
     resource.setrlimit(resource.RLIMIT_AS, (SAFETY_AS, SAFETY_AS))
 
 
-def jobgen(*args: str, cwd: Path) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
-    return subprocess.run(
-        [sys.executable, "-m", "jobgen", *args], cwd=cwd, capture_output=True, text=True, env=env,
-        timeout=SAFETY_TIMEOUT, preexec_fn=_limit_memory,
-    )
+jobgen = partial(run_jobgen, timeout=SAFETY_TIMEOUT, preexec_fn=_limit_memory)
 
 
 HEAD = 'jobgen: 1\ntarget: {systemd: ">=252"}\n'
@@ -256,3 +250,13 @@ def test_temporary_names_come_from_write_and_do_not_grow_with_the_final_name(tmp
     assert limits.NAME == limits.NAME_MAX - len("-drain.service")
     assert limits.tmpfiles_name(f"/srv/{'m' * limits.MANIFEST_STEM_BYTES}.yaml") == f"jobgen-{'m' * limits.MANIFEST_STEM_BYTES}.conf"
     assert len(limits.tmpfiles_name("m" * limits.MANIFEST_STEM_BYTES + ".yaml")) == limits.NAME_MAX
+
+
+def test_the_planner_names_the_tmpfiles_snippet_by_the_same_rule(tmp_path: Path) -> None:
+    """plan.plan called without the pipeline (as tools and tests do) names the snippet as
+    render, apply and the generator do: limits.tmpfiles_name, no fallback name of its own."""
+    path = tmp_path / "shop.yaml"
+    path.write_text("jobgen: 1\ntarget: {systemd: '252'}\njobs:\n  tick:\n    command: [/bin/true]\n    schedule: daily\n")
+    manifest, _ = validate.validate(load.load_file(str(path)), str(path))
+    snippets = [f.filename for f in plan.plan(manifest).files if f.filename.startswith("tmpfiles.d/")]
+    assert snippets == ["tmpfiles.d/jobgen-shop.conf"] == [f"tmpfiles.d/{limits.tmpfiles_name(str(path))}"]

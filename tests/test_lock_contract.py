@@ -14,15 +14,13 @@ from __future__ import annotations
 import json
 import os
 import re
-import subprocess
-import sys
 from pathlib import Path
 
 import pytest
 
 from jobgen.contract import locks
+from support.cli import Ran, jobgen
 
-JOBGEN = [sys.executable, "-m", "jobgen"]
 SECRET = "hunter2"
 
 # (lock name, accepted?)
@@ -93,8 +91,7 @@ def _check_errors(tmp_path: Path, cases: list[tuple[str, str]]) -> dict[str, lis
     manifest = tmp_path / "contract.yaml"
     # JSON is YAML: every string stays exactly what it is.
     manifest.write_text(json.dumps({"jobgen": 1, "target": {"systemd": ">=252"}, "jobs": jobs}))
-    res = subprocess.run([*JOBGEN, "check", str(manifest)], capture_output=True, text=True,
-                         timeout=120)
+    res = jobgen("check", str(manifest))
     assert "Traceback" not in res.stderr, res.stderr
     errors: dict[str, list[str]] = {job: [] for job in jobs}
     for line in res.stderr.splitlines():
@@ -105,13 +102,11 @@ def _check_errors(tmp_path: Path, cases: list[tuple[str, str]]) -> dict[str, lis
     return errors
 
 
-def _lock(name: str, url: str) -> subprocess.CompletedProcess:
+def _lock(name: str, url: str) -> Ran:
     env = {**os.environ, **HOLDER_ENV}
     # --name=VALUE: a refused name starting with '-' must reach the name rule, not look
     # like an option
-    return subprocess.run([*JOBGEN, "lock", f"--backend={url}", f"--name={name}",
-                           "--connect-timeout", "5", "--", "/bin/true"],
-                          capture_output=True, text=True, timeout=60, env=env)
+    return jobgen("lock", f"--backend={url}", f"--name={name}", "--connect-timeout", "5", "--", "/bin/true", env=env)
 
 
 def test_names_check_and_lock_agree(tmp_path):

@@ -21,6 +21,7 @@ from jobgen.compiler import load, notify, pipeline, validate
 from jobgen.compiler.diagnostics import ManifestError
 from jobgen.compiler.target import parse_target
 from support.sdanalyze import missing_reason, versioned_analyzer
+from support.cli import Ran, jobgen
 
 UNIT = "nightly-backup.service"
 ADDRESS = "ops@example.com"
@@ -187,11 +188,8 @@ def test_every_layout_places_the_template(tmp_path, layout):
         assert b"\tdh_installsystemd -pshopjobs --name=jobgen-mail@\n" in placed["jobgen.mk"]
 
 
-def _apply(manifest: Path, root: Path) -> subprocess.CompletedProcess:
-    import sys
-
-    return subprocess.run([sys.executable, "-m", "jobgen", "apply", str(manifest), "--root", str(root)],
-                          capture_output=True, text=True, timeout=120)
+def _apply(manifest: Path, root: Path) -> Ran:
+    return jobgen("apply", str(manifest), "--root", str(root))
 
 
 @pytest.mark.skipif(shutil.which("systemctl") is None, reason="needs systemctl (systemd package) for --root")

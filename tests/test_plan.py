@@ -7,11 +7,9 @@ by tests/test_calendar_parity.py; here the DST facts are also stated as dates a 
 from __future__ import annotations
 
 import json
-import os
-import subprocess
-import sys
 import textwrap
 from datetime import datetime, timezone
+from functools import partial
 from pathlib import Path
 
 import jsonschema
@@ -21,6 +19,7 @@ from jobgen.compiler import load, plan as compiler_plan, validate
 from jobgen.contract.policies import DEFAULT_SCOPE, OVERLAP, SCOPES
 from jobgen.contract.locks import advisory_key
 from jobgen.tools import plan as tool
+from support.cli import jobgen
 
 ROOT = Path(__file__).resolve().parent.parent
 START = datetime(2026, 3, 1, tzinfo=timezone.utc)
@@ -303,9 +302,7 @@ def test_every_risk_code_has_a_test_here():
 # ----------------------------------------------------------------------------- the CLI
 
 
-def _jobgen(*args: str) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "jobgen", *args], cwd=ROOT, capture_output=True, text=True, env=env, timeout=60)
+_jobgen = partial(jobgen, cwd=ROOT)
 
 
 @pytest.mark.parametrize("manifest", sorted(str(p.relative_to(ROOT)) for p in [*ROOT.glob("examples/*.yaml"), *ROOT.glob("tests/cases/*.yaml")]))

@@ -20,8 +20,6 @@ import os
 import random
 import shutil
 import socket
-import subprocess
-import sys
 import time
 from pathlib import Path
 
@@ -32,6 +30,8 @@ from hypothesis import strategies as st
 
 from jobgen.compiler import pipeline
 from jobgen.compiler.diagnostics import ManifestError
+from support.cli import Ran
+from support.cli import jobgen as run_jobgen
 
 REPO = Path(__file__).resolve().parents[1]
 EXAMPLES = sorted((REPO / "examples").glob("*.yaml"))
@@ -127,10 +127,9 @@ def test_rendering_twice_gives_the_same_bytes(name):
 # --------------------------------------------------------------------------- the real CLI
 
 
-def jobgen(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> subprocess.CompletedProcess:
-    run_env = {**os.environ, **(env or {})}
-    return subprocess.run([sys.executable, "-m", "jobgen", *args], cwd=cwd, env=run_env,
-                          capture_output=True, text=True, timeout=60)
+def jobgen(*args: str, cwd: Path | None = None, env: dict[str, str] | None = None) -> Ran:
+    """``env``: variables set on top of this process's environment."""
+    return run_jobgen(*args, cwd=cwd, env={**os.environ, **(env or {})})
 
 
 def snapshot(folder: Path) -> dict[str, tuple[bytes, int, int]]:

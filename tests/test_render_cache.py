@@ -10,10 +10,11 @@ import json
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
+from types import SimpleNamespace
 
 import pytest
+from support.cli import jobgen as run_jobgen
 
 ROOT = Path(__file__).resolve().parents[1]
 # Two jobs: target 252, so each gets the DeferReactivation= note (a diagnostic to replay).
@@ -31,13 +32,14 @@ jobs:
 """
 
 
-def jobgen(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    """jobgen as a user runs it; ``compiled`` tells whether this run compiled."""
-    r = subprocess.run([sys.executable, "-X", "importtime", "-m", "jobgen", *args], capture_output=True, text=True, timeout=120, env=env)
+def jobgen(*args: str, env: dict | None = None) -> SimpleNamespace:
+    """jobgen as a user runs it; ``compiled`` tells whether this run compiled (jinja2,
+    which only a compile imports, in -X importtime's account on stderr)."""
+    r = run_jobgen(*args, env=env, python=("-X", "importtime"))
     lines = r.stderr.splitlines(keepends=True)
-    r.compiled = any(line.startswith("import time:") and line.split("|")[-1].strip() == "jinja2" for line in lines)
-    r.stderr = "".join(line for line in lines if not line.startswith("import time:"))
-    return r
+    compiled = any(line.startswith("import time:") and line.split("|")[-1].strip() == "jinja2" for line in lines)
+    stderr = "".join(line for line in lines if not line.startswith("import time:"))
+    return SimpleNamespace(returncode=r.code, stdout=r.stdout, stderr=stderr, compiled=compiled)
 
 
 @pytest.fixture

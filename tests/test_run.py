@@ -33,10 +33,10 @@ import pytest
 
 from jobgen.compiler import timespec
 from jobgen.runtime.run import manager_locale, manager_path, parse_env_file
+from support.cli import JOBGEN, Ran, jobgen
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (useradd, changing user)")
 
-JOBGEN = [sys.executable, "-m", "jobgen"]
 # Prints what the process got, one fact per line; `env` last (values may hold anything).
 REPORT = (
     'echo "uid=$(id -u)"; echo "gid=$(id -g)"; echo "groups=$(id -G)"; echo "umask=$(umask)"; '
@@ -83,9 +83,8 @@ def manifest(folder: Path, **job) -> Path:
     return path
 
 
-def jobgen_run(path: Path, *extra: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*JOBGEN, "run", str(path), "show", *extra], capture_output=True,
-                          text=True, timeout=120, env=env)
+def jobgen_run(path: Path, *extra: str, env: dict | None = None) -> Ran:
+    return jobgen("run", str(path), "show", *extra, env=env)
 
 
 def report(stdout: str) -> tuple[dict[str, str], dict[str, str]]:
@@ -314,8 +313,7 @@ def test_run_and_the_unit_give_the_job_the_same_process():
             container.run(*argv)
         container.write_file("/etc/jgcmp.env", envfile)
         units = with_unit / "units"
-        r = subprocess.run([*JOBGEN, "render", str(path), "-o", str(units)], capture_output=True,
-                           text=True)
+        r = jobgen("render", str(path), "-o", str(units))
         assert r.returncode == 0, r.stderr
         container.install_units(units)
         container.systemctl("start", "show.service", timeout=120)

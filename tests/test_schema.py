@@ -14,10 +14,10 @@
 from __future__ import annotations
 
 import json
-import os
 import re
 import subprocess
 import sys
+from functools import partial
 from pathlib import Path
 
 import jsonschema
@@ -28,6 +28,7 @@ from jobgen.compiler import timespec, validate
 from jobgen.tools import crontab
 from jobgen.tools import schema as schema_module
 from jobgen.tools.schema import schema
+from support.cli import jobgen
 
 ROOT = Path(__file__).resolve().parent.parent
 SCHEMA = schema()
@@ -35,9 +36,7 @@ VALIDATOR = jsonschema.Draft202012Validator(SCHEMA, format_checker=jsonschema.Fo
 README = (ROOT / "README.md").read_text()
 
 
-def _jobgen(*args: str, cwd: Path = ROOT) -> subprocess.CompletedProcess[str]:
-    env = dict(os.environ, COLUMNS="200", NO_COLOR="1")
-    return subprocess.run([sys.executable, "-m", "jobgen", *args], cwd=cwd, capture_output=True, text=True, env=env, timeout=60)
+_jobgen = partial(jobgen, cwd=ROOT)
 
 
 def _object(sub: dict) -> dict:

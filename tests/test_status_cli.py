@@ -7,7 +7,6 @@ mount namespace. What status reports on a running systemd: tests/e2e/test_status
 import os
 import shutil
 import subprocess
-import sys
 import tempfile
 import textwrap
 from pathlib import Path
@@ -15,6 +14,7 @@ from pathlib import Path
 import pytest
 
 from jobgen.cli.exits import EXIT_INVALID, EXIT_OUTPUT, EXIT_REFUSED
+from support.cli import jobgen
 
 MANIFEST = textwrap.dedent("""\
     jobgen: 1
@@ -32,10 +32,6 @@ def manifest(tmp_path: Path) -> Path:
     path = tmp_path / "m.yaml"
     path.write_text(MANIFEST)
     return path
-
-
-def jobgen(*args: str, prefix: tuple[str, ...] = ()) -> subprocess.CompletedProcess:
-    return subprocess.run([*prefix, sys.executable, "-m", "jobgen", *args], capture_output=True, text=True, timeout=120)
 
 
 def needs(*tools: str) -> None:

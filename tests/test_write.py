@@ -22,17 +22,18 @@ from pathlib import Path
 import pytest
 
 from jobgen.compiler import write
+from support.cli import JOBGEN, Ran
+from support.cli import jobgen as run_jobgen
 
 EXIT_DRIFT, EXIT_INVALID, EXIT_OUTPUT = 1, 2, 73
 ROOT = Path(__file__).resolve().parents[1]
 NOTICE = "Do not edit: change the manifest and re-run"
 
 
-def jobgen(*args: str, cwd: Path | None = None, user: str | None = None, **kw) -> subprocess.CompletedProcess:
-    argv = [sys.executable, "-m", "jobgen", *args]
-    if user:
-        argv = ["/usr/bin/setpriv", f"--reuid={user}", "--regid=nogroup" if user == "nobody" else f"--regid={user}", "--clear-groups", *argv]
-    return subprocess.run(argv, capture_output=True, text=True, cwd=cwd, timeout=120, **kw)
+def jobgen(*args: str, cwd: Path | None = None, user: str | None = None, **kw) -> Ran:
+    """jobgen, as ``user`` when given (setpriv: that user, its group, no other groups)."""
+    prefix = ["/usr/bin/setpriv", f"--reuid={user}", "--regid=nogroup" if user == "nobody" else f"--regid={user}", "--clear-groups"] if user else []
+    return run_jobgen(*args, cwd=cwd, prefix=prefix, **kw)
 
 
 def manifest(path: Path, jobs: dict[str, str], target: str = "252") -> Path:
@@ -373,7 +374,7 @@ def test_kill_9_while_writing_temporary_files(tmp_path: Path) -> None:
     assert jobgen("render", str(m), "-o", str(clean)).returncode == 0
 
     with Inotify(out) as watch:  # the kernel wakes the test when the first one is created
-        proc = subprocess.Popen([sys.executable, "-m", "jobgen", "render", str(m), "-o", str(out)],
+        proc = subprocess.Popen([*JOBGEN, "render", str(m), "-o", str(out)],
                                 stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         while not any(name.startswith(".jobgen-tmp.") for name in watch.created(timeout=300)):
             assert proc.poll() is None, "the render ended before a temporary file was seen"
@@ -451,7 +452,7 @@ def test_two_renders_of_one_folder_run_one_after_the_other(tmp_path: Path) -> No
     b = manifest(tmp_path / "b" / "m.yaml", {"j": "from-b", "k": "from-b"})
     fd = os.open(out / ".jobgen.lock", os.O_RDWR | os.O_CREAT, 0o600)
     fcntl.flock(fd, fcntl.LOCK_EX)
-    procs = [subprocess.Popen([sys.executable, "-m", "jobgen", "render", str(m), "-o", str(out)],
+    procs = [subprocess.Popen([*JOBGEN, "render", str(m), "-o", str(out)],
                               stdout=subprocess.PIPE, stderr=subprocess.PIPE) for m in (a, b)]
     for proc in procs:
         _wait_for_line(proc, f"jobgen: waiting for another render of {out}")

@@ -15,15 +15,16 @@ import shutil
 import signal
 import socket
 import subprocess
-import sys
 import time
 from pathlib import Path
 
 import pytest
 
+from support.cli import JOBGEN
+
 # How the tests start the holder: a real process through the real entry point, as a unit's
 # ExecStart=/usr/bin/jobgen lock ... would (cli.py hands `lock` to holder.main).
-HOLDER = [sys.executable, "-m", "jobgen", "lock"]
+HOLDER = [*JOBGEN, "lock"]
 
 PASSWORD = "s3cret/with:odd@chars"  # exercises ${VAR} expansion after URL splitting
 PASSWORD_VAR = "JOBGEN_TEST_LOCK_PASSWORD"

@@ -12,13 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
 import sys
 from pathlib import Path
 
 import pytest
 
 from lockservers import PASSWORD, PASSWORD_VAR, token_job_manifest, RedisServer
+from support.cli import Ran, jobgen
 
 pytestmark = pytest.mark.cluster
 
@@ -48,9 +48,9 @@ def _manifest(tmp_path: Path, server: RedisServer, name: str) -> Path:
     return manifest
 
 
-def _jobgen(cwd: Path, *args: str) -> subprocess.CompletedProcess[str]:
+def _jobgen(cwd: Path, *args: str) -> Ran:
     env = {k: v for k, v in os.environ.items() if k != PASSWORD_VAR}
-    return subprocess.run([JOBGEN_BIN, *args], cwd=cwd, capture_output=True, text=True, timeout=120, env=env)
+    return jobgen(*args, cwd=cwd, env=env, program=[JOBGEN_BIN])
 
 
 def test_enqueue_and_queue_from_a_planted_folder_run_jobgen_not_the_plant(redis_server, lock_name, tmp_path, hostile_cwd):

@@ -10,11 +10,11 @@ tests/errors/backend-variable-in-user-name.yaml.
 from __future__ import annotations
 
 import subprocess
-import sys
 
 import pytest
 
 from lockservers import PASSWORD, PASSWORD_VAR, RedisServer, holder_argv, holder_env
+from support.cli import jobgen
 
 pytestmark = pytest.mark.cluster
 
@@ -47,8 +47,7 @@ def test_a_refused_login_prints_no_secret(redis_server: RedisServer, lock_name, 
 
 def test_the_queue_commands_refuse_a_variable_in_the_user_name(redis_server: RedisServer, lock_name):
     url = f"redis://${{{PASSWORD_VAR}}}@127.0.0.1:{redis_server.port}/0"
-    r = subprocess.run([sys.executable, "-m", "jobgen", "enqueue", "--backend", url, "--name", lock_name,
-                        "--job", "sync"], capture_output=True, text=True, timeout=60, env=holder_env())
+    r = jobgen("enqueue", "--backend", url, "--name", lock_name, "--job", "sync", env=holder_env())
     assert r.returncode == 78
     assert r.stderr.startswith(f"jobgen enqueue: config-error: lock backend URL: '${{{PASSWORD_VAR}}}' is in the user name")
     assert PASSWORD not in r.stdout + r.stderr
@@ -58,8 +57,7 @@ def test_the_queue_commands_refuse_a_variable_in_the_user_name(redis_server: Red
 @pytest.mark.parametrize("verb", ["enqueue", "queue"])
 def test_the_queue_commands_answer_a_refused_login_with_the_holders_outcome(redis_server: RedisServer, lock_name, verb):
     url = redis_server.url().replace(":${", "default:${")
-    r = subprocess.run([sys.executable, "-m", "jobgen", verb, "--backend", url, "--name", lock_name, "--job", "sync"],
-                       capture_output=True, text=True, timeout=60, env=holder_env(**{PASSWORD_VAR: WRONG}))
+    r = jobgen(verb, "--backend", url, "--name", lock_name, "--job", "sync", env=holder_env(**{PASSWORD_VAR: WRONG}))
     assert (r.returncode, r.stdout) == (77, "")
     assert r.stderr.startswith(f"jobgen {verb}: auth-failed: redis refused the credentials"), r.stderr
     assert "Traceback" not in r.stderr and WRONG not in r.stderr and PASSWORD not in r.stderr

@@ -141,7 +141,7 @@ def systemd_jobgen(systemd, jobgen_dist) -> Container:
 
 def render_available() -> str | None:
     """None when `python -m jobgen render` works, else why not."""
-    r = subprocess.run([sys.executable, "-m", "jobgen", "render", "--help"], capture_output=True, text=True)
+    r = subprocess.run([*JOBGEN, "render", "--help"], capture_output=True, text=True)
     if r.returncode != 0:
         return "`jobgen render` is not available: " + (r.stderr.strip().splitlines() or ["?"])[-1]
     return None
@@ -152,7 +152,7 @@ def render(manifest: str, release: str, outdir: Path) -> Path:
     outdir.mkdir(parents=True, exist_ok=True)
     src = outdir.parent / (outdir.name + ".yaml")
     src.write_text(manifest)
-    argv = [sys.executable, "-m", "jobgen", "render", str(src), "-o", str(outdir), "--systemd", release]
+    argv = [*JOBGEN, "render", str(src), "-o", str(outdir), "--systemd", release]
     r = subprocess.run(argv, capture_output=True, text=True, cwd=REPO)
     if r.returncode != 0:
         raise AssertionError(f"jobgen render failed (exit {r.returncode}):\n{r.stderr}{r.stdout}\n--- manifest:\n{manifest}")
@@ -164,6 +164,7 @@ def render(manifest: str, release: str, outdir: Path) -> Path:
 
 
 from jobgen.compiler.names import LOCK_DIR  # noqa: E402  (host lock files of rendered jobs)
+from support.cli import JOBGEN  # noqa: E402
 EX_TEMPFAIL = 75
 
 

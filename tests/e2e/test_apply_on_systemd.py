@@ -8,12 +8,12 @@ disk with a fresh /run. jobgen itself (the wheel of this worktree) runs inside.
 from __future__ import annotations
 
 import json
-import sys
 from pathlib import Path
 
 import pytest
 
 from container import RELEASES, format_journal, in_image
+from support.cli import JOBGEN
 from hosts import JOB_USER, OTHER_USER
 
 pytestmark = pytest.mark.e2e
@@ -165,7 +165,7 @@ def test_apply_into_an_image_root_then_boot_it(host):
     manifest.write_text(V1.replace(f"    user: {JOB_USER}\n", ""))
     r = in_image(
         RELEASES[host.release], host.persist,
-        [sys.executable, "-m", "jobgen", "apply", str(manifest), "--root", str(host.persist / "merged"), "--systemd", host.release, "--format", "json"],
+        [*JOBGEN, "apply", str(manifest), "--root", str(host.persist / "merged"), "--systemd", host.release, "--format", "json"],
         capture_output=True, text=True, cwd=REPO, timeout=120,
     )  # fmt: skip
     manifest.unlink()

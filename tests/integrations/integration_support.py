@@ -5,10 +5,10 @@ from __future__ import annotations
 
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
+from support.cli import jobgen  # noqa: F401 - the tests here import it from this module
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -69,10 +69,6 @@ License: Expat
 """
 # The plain dh rules file plus the one line the README asks for.
 RULES = "#!/usr/bin/make -f\n%:\n\tdh $@\n\ninclude debian/jobgen.mk\n"
-
-
-def jobgen(*args: str, cwd: Path | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([sys.executable, "-m", "jobgen", *args], capture_output=True, text=True, cwd=cwd, timeout=120)
 
 
 def need_debian_build_tools() -> None:

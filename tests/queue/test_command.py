@@ -3,15 +3,9 @@
 from __future__ import annotations
 
 import json
-import subprocess
-import sys
 from pathlib import Path
+from support.cli import jobgen
 
-JOBGEN = [sys.executable, "-m", "jobgen"]
-
-
-def jobgen(*args: str, env: dict | None = None) -> subprocess.CompletedProcess:
-    return subprocess.run([*JOBGEN, *args], capture_output=True, text=True, timeout=120, env=env)
 
 
 def test_enqueue_drain_and_list_a_spool(tmp_path):

@@ -16,22 +16,22 @@ import shutil
 import subprocess
 import sys
 import tempfile
+from functools import partial
 from pathlib import Path
 
 import pytest
 
 from jobgen.contract.queue import EXIT_SPOOL, MAX_REQUEST_BYTES, SET_ASIDE
 from jobgen.runtime.queue.spool import PENDING, Spool, TooBig
+from support.cli import jobgen as run_jobgen
 
-JOBGEN = [sys.executable, "-m", "jobgen"]
 ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(sys.path)}
 # Where there is no journald (this machine: PID 1 is not systemd) the set-aside lines go to
 # stderr, where the test reads them.
 NO_JOURNAL = not os.path.exists("/run/systemd/journal/socket")
 
 
-def jobgen(*args: str) -> subprocess.CompletedProcess:
-    return subprocess.run([*JOBGEN, *args], capture_output=True, text=True, timeout=120, env=ENV)
+jobgen = partial(run_jobgen, env=ENV)  # the units' minimal environment
 
 
 def store(spool: Path) -> list[str]:

@@ -1,7 +1,10 @@
 """The typer app, the options commands share, and the table of command modules.
 
-A new command is a module in this package with a ``register(app)`` function and one row
-in ``COMMANDS``; options that mean the same thing everywhere are defined once here.
+A new command is a module in this package with one row in ``COMMANDS``: the command is a
+module-level function named for it, of typed arguments, that returns the exit code (what
+tests call without the command line), and ``register(app)`` only declares its options and
+calls it (tests/test_command_functions.py); options that mean the same thing everywhere
+are defined once here.
 
 Every outcome has an answer in the format asked for: with ``--format json`` stdout is one
 JSON document (``"format": JSON_FORMAT``) whether the command succeeded, found problems in
@@ -100,11 +103,13 @@ def resolve_target(systemd: Optional[str], preset: Optional[str]):
         raise CliError(f"--{'target' if preset else 'systemd'} {text}: {exc}") from None
 
 
-def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: bool = False, data: dict[Path, bytes] | None = None, more=None):
+def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: bool = False, data: dict[Path, bytes] | None = None, more=None,
+              errors=None):
     """Every manifest through the pure core; all problems of all manifests, then exit 2.
     With ``strict`` a warning is a problem too. ``data``: manifests already read.
     ``more``: result -> result with the command's own findings added (warnings about the
-    host), counted by --strict like the compiler's."""
+    host), counted by --strict like the compiler's. ``errors``: result -> the command's own
+    errors about a manifest that compiled (what its output options cannot hold)."""
     from jobgen.compiler import pipeline
     from jobgen.compiler.diagnostics import WARNING, ManifestError
 
@@ -114,6 +119,9 @@ def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: b
             results.append(pipeline.build(str(path), target, holder, data=(data or {}).get(path)))
         except ManifestError as exc:
             problems += exc.diagnostics
+            continue
+        if errors is not None:
+            problems += errors(results[-1])
     if more is not None:
         results = [more(r) for r in results]
     warnings = [d for r in results for d in r.diagnostics if d.severity == WARNING] if strict else []

@@ -27,9 +27,126 @@ def _doc(**kw) -> dict:
     return doc
 
 
+def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout: float, root: Optional[Path] = None,
+          check: bool = False, diff: bool = False, systemd: Optional[str] = None, preset: Optional[str] = None,
+          fmt: Format = Format.text, holder: Optional[str] = None, quiet: bool = False, strict: bool = False) -> int:
+    """Install ``manifests`` on this host or into ``root`` (or say what would change: ``check``, ``diff``); the exit code."""
+    from jobgen.compiler import layout, merge, pipeline
+    from jobgen.compiler.diagnostics import NOTE, WARNING, ManifestError
+    from jobgen.host import apply as host
+    from jobgen.runtime import spawn
+
+    json_out = fmt == Format.json
+    dry = check or diff
+
+    def fail(code: int, errors: list[str], diagnostics: list | None = None) -> int:
+        if json_out:
+            emit_json(_doc(ok=False, check=check, errors=errors, diagnostics=[d.as_json() for d in diagnostics or []]))
+        else:
+            for d in diagnostics or []:
+                err(str(d))
+            for line in errors:
+                err(f"jobgen: error: {line}")
+        return code
+
+    if layout_name not in LAYOUTS:
+        return fail(EXIT_INVALID, [f"--layout {layout_name}: apply installs with etc or usr (flat is for review: jobgen render)"])
+    if restart not in ("changed", "never"):
+        return fail(EXIT_INVALID, [f"--restart {restart}: choose changed or never"])
+    if stop_timeout < 0:
+        return fail(EXIT_INVALID, ["--stop-timeout must be 0 or more seconds"])
+    # render's rules for names and files (compiler/merge.py): the same file given
+    # twice is one manifest; two files of one name, or two manifests that generate one
+    # file differently, are refused, naming both.
+    try:
+        merge.distinct_names(manifests)
+    except merge.Clash as exc:
+        return fail(EXIT_INVALID, [f"{exc}; nothing changed"])
+    where = host.Where(root or Path("/"), layout.LAYOUTS[layout_name], image=root is not None)
+    if root is not None and (why := host.root_problem(root)):
+        return fail(EXIT_INVALID, [f"--root {root}: {why}"])
+    if problem := host.host_problem(where, dry):
+        return fail(EXIT_REFUSED, [problem])
+
+    # On this host the units exec the jobgen that runs now; an image gets the packaged path.
+    running = None if root is not None else spawn.running_jobgen(sys.argv[0])
+    holder = holder or running or DEFAULT_HOLDER
+    target = resolve_target(systemd if systemd or preset or root is not None else "auto", preset)
+    results, problems = [], []
+    for path in manifests:
+        try:
+            results.append(pipeline.build(str(path), target, holder))
+        except ManifestError as exc:
+            problems += exc.diagnostics
+    if problems:
+        return fail(EXIT_INVALID, [f"{sum(d.severity == 'error' for d in problems)} error(s) in the manifests; nothing changed"], problems)
+    results = [host.holder_warnings(r, holder, where.root, where.image, running) for r in results]
+    notes = [d for r in results for d in r.diagnostics]
+    if target is None and any(d.message.startswith("no target systemd given") for d in notes):
+        return fail(EXIT_INVALID, ["--root: give --systemd VERSION (the image's systemd) or target: in the manifest"], notes)
+    warnings = sorted(d for d in notes if d.severity == WARNING)
+    if strict and warnings:
+        return fail(EXIT_INVALID, [f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''} with --strict; nothing changed"], warnings)
+
+    try:
+        merged = merge.merge(manifests, results)
+    except merge.Clash as exc:
+        return fail(EXIT_INVALID, [f"{exc}; nothing changed"])
+    desired = layout.arrange(where.layout, merged)
+    # Which manifest each file is from: read_tree refuses to replace a file another
+    # manifest (or no jobgen) wrote.
+    made_by = {name: path.name for path, result in zip(manifests, results)
+               for name in layout.arrange(where.layout, result.files)}
+
+    existing, refused = host.read_tree(where, desired, made_by)
+    if refused:
+        return fail(EXIT_REFUSED, [*refused, "nothing changed"])
+    state = host.query_state(where, host.units_to_ask(desired, existing))
+    the_plan = host.plan_apply(where, desired, existing, state, restart)
+
+    failed: list[str] = []
+    steps = the_plan.steps
+    if not dry:
+        outcome = host.execute(where, the_plan, stop_timeout)
+        steps, failed = outcome.done, outcome.failed
+    shown = lambda rel: str(where.root / rel)  # noqa: E731
+    if json_out:
+        doc = _doc(
+            ok=not failed,
+            check=check,
+            changed=the_plan.changed,
+            files=[{"path": shown(f.path), "action": f.action} for f in the_plan.files],
+            actions=[{"argv": list(s.argv), "why": s.why} for s in steps],
+            diagnostics=[d.as_json() for d in notes],
+            errors=failed,
+        )
+        if diff:
+            doc["diff"] = "".join(_diff(f) for f in the_plan.files if f.changes_anything)
+        emit_json(doc)
+    else:
+        for d in notes:
+            if not quiet or d.severity != NOTE:
+                err(str(d))
+        for f in the_plan.files:
+            verb = f"would {f.action}" if dry and f.changes_anything else f.action
+            if not quiet:
+                typer.echo(f"{verb:9} {shown(f.path)}")
+            if diff and f.changes_anything:
+                typer.echo(_diff(f), nl=False)
+        for s in steps if not quiet else ():
+            typer.echo(f"{'would run' if dry else 'ran':9} {' '.join(s.argv)}  # {s.why}")
+        for line in failed:
+            err(f"jobgen: error: {line}")
+        if not the_plan.changed and not quiet:
+            typer.echo("nothing to do")
+    if failed:
+        return EXIT_PARTIAL
+    return EXIT_DRIFT if check and the_plan.changed else EXIT_OK
+
+
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def apply(
+    @app.command("apply")
+    def _command(
         manifests: list[Path] = typer.Argument(..., metavar="MANIFEST", help="Manifest files."),
         root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="Install into an image root: no running systemd is touched; enabling makes the .wants/ links (systemctl --root)."),
         layout_name: str = typer.Option("etc", "--layout", metavar="etc|usr", autocompletion=completion.layouts(LAYOUTS), help="etc: /etc/systemd/system + /etc/tmpfiles.d; usr: /usr/lib/systemd/system + /usr/lib/tmpfiles.d."),
@@ -45,117 +162,9 @@ def register(app: typer.Typer) -> None:
         strict: bool = StrictOpt,
     ) -> None:
         """Install manifests where systemd reads them: write, reload, enable, start; remove what was dropped."""
-        from jobgen.compiler import layout, merge, pipeline
-        from jobgen.compiler.diagnostics import NOTE, WARNING, ManifestError
-        from jobgen.host import apply as host
-        from jobgen.runtime import spawn
+        raise typer.Exit(apply(manifests, layout_name=layout_name, restart=restart, stop_timeout=stop_timeout, root=root, check=check,
+                               diff=diff, systemd=systemd, preset=preset, fmt=fmt, holder=holder, quiet=quiet, strict=strict))
 
-        json_out = fmt == Format.json
-        dry = check or diff
-
-        def fail(code: int, errors: list[str], diagnostics: list | None = None) -> None:
-            if json_out:
-                emit_json(_doc(ok=False, check=check, errors=errors, diagnostics=[d.as_json() for d in diagnostics or []]))
-            else:
-                for d in diagnostics or []:
-                    err(str(d))
-                for line in errors:
-                    err(f"jobgen: error: {line}")
-            raise typer.Exit(code)
-
-        if layout_name not in LAYOUTS:
-            fail(EXIT_INVALID, [f"--layout {layout_name}: apply installs with etc or usr (flat is for review: jobgen render)"])
-        if restart not in ("changed", "never"):
-            fail(EXIT_INVALID, [f"--restart {restart}: choose changed or never"])
-        if stop_timeout < 0:
-            fail(EXIT_INVALID, ["--stop-timeout must be 0 or more seconds"])
-        # render's rules for names and files (compiler/merge.py): the same file given
-        # twice is one manifest; two files of one name, or two manifests that generate one
-        # file differently, are refused, naming both.
-        try:
-            merge.distinct_names(manifests)
-        except merge.Clash as exc:
-            fail(EXIT_INVALID, [f"{exc}; nothing changed"])
-        where = host.Where(root or Path("/"), layout.LAYOUTS[layout_name], image=root is not None)
-        if root is not None and (why := host.root_problem(root)):
-            fail(EXIT_INVALID, [f"--root {root}: {why}"])
-        if problem := host.host_problem(where, dry):
-            fail(EXIT_REFUSED, [problem])
-
-        # On this host the units exec the jobgen that runs now; an image gets the packaged path.
-        running = None if root is not None else spawn.running_jobgen(sys.argv[0])
-        holder = holder or running or DEFAULT_HOLDER
-        target = resolve_target(systemd if systemd or preset or root is not None else "auto", preset)
-        results, problems = [], []
-        for path in manifests:
-            try:
-                results.append(pipeline.build(str(path), target, holder))
-            except ManifestError as exc:
-                problems += exc.diagnostics
-        if problems:
-            fail(EXIT_INVALID, [f"{sum(d.severity == 'error' for d in problems)} error(s) in the manifests; nothing changed"], problems)
-        results = [host.holder_warnings(r, holder, where.root, where.image, running) for r in results]
-        notes = [d for r in results for d in r.diagnostics]
-        if target is None and any(d.message.startswith("no target systemd given") for d in notes):
-            fail(EXIT_INVALID, ["--root: give --systemd VERSION (the image's systemd) or target: in the manifest"], notes)
-        warnings = sorted(d for d in notes if d.severity == WARNING)
-        if strict and warnings:
-            fail(EXIT_INVALID, [f"{len(warnings)} warning{'s' if len(warnings) != 1 else ''} with --strict; nothing changed"], warnings)
-
-        try:
-            merged = merge.merge(manifests, results)
-        except merge.Clash as exc:
-            fail(EXIT_INVALID, [f"{exc}; nothing changed"])
-        desired = layout.arrange(where.layout, merged)
-        # Which manifest each file is from: read_tree refuses to replace a file another
-        # manifest (or no jobgen) wrote.
-        made_by = {name: path.name for path, result in zip(manifests, results)
-                   for name in layout.arrange(where.layout, result.files)}
-
-        existing, refused = host.read_tree(where, desired, made_by)
-        if refused:
-            fail(EXIT_REFUSED, [*refused, "nothing changed"])
-        state = host.query_state(where, host.units_to_ask(desired, existing))
-        the_plan = host.plan_apply(where, desired, existing, state, restart)
-
-        failed: list[str] = []
-        steps = the_plan.steps
-        if not dry:
-            outcome = host.execute(where, the_plan, stop_timeout)
-            steps, failed = outcome.done, outcome.failed
-        shown = lambda rel: str(where.root / rel)  # noqa: E731
-        if json_out:
-            doc = _doc(
-                ok=not failed,
-                check=check,
-                changed=the_plan.changed,
-                files=[{"path": shown(f.path), "action": f.action} for f in the_plan.files],
-                actions=[{"argv": list(s.argv), "why": s.why} for s in steps],
-                diagnostics=[d.as_json() for d in notes],
-                errors=failed,
-            )
-            if diff:
-                doc["diff"] = "".join(_diff(f) for f in the_plan.files if f.changes_anything)
-            emit_json(doc)
-        else:
-            for d in notes:
-                if not quiet or d.severity != NOTE:
-                    err(str(d))
-            for f in the_plan.files:
-                verb = f"would {f.action}" if dry and f.changes_anything else f.action
-                if not quiet:
-                    typer.echo(f"{verb:9} {shown(f.path)}")
-                if diff and f.changes_anything:
-                    typer.echo(_diff(f), nl=False)
-            for s in steps if not quiet else ():
-                typer.echo(f"{'would run' if dry else 'ran':9} {' '.join(s.argv)}  # {s.why}")
-            for line in failed:
-                err(f"jobgen: error: {line}")
-            if not the_plan.changed and not quiet:
-                typer.echo("nothing to do")
-        if failed:
-            raise typer.Exit(EXIT_PARTIAL)
-        raise typer.Exit(EXIT_DRIFT if check and the_plan.changed else EXIT_OK)
 
 
 def _diff(f) -> str:

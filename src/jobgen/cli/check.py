@@ -11,11 +11,32 @@ from jobgen.cli.app import (
     EPILOG, Format, FormatOpt, ManifestsArg, PresetOpt, QuietOpt, StrictOpt, SystemdOpt,
     build_all, emit_json, err, resolve_target,
 )
+from jobgen.cli.exits import EXIT_OK
+
+
+def check(manifests: list[Path], *, systemd: Optional[str] = None, preset: Optional[str] = None,
+          fmt: Format = Format.text, quiet: bool = False, strict: bool = False) -> int:
+    """Compile ``manifests`` and show what was found; the exit code."""
+    from jobgen.compiler import plan
+    from jobgen.compiler.diagnostics import NOTE
+
+    results = build_all(manifests, resolve_target(systemd, preset), plan.DEFAULT_HOLDER, fmt, strict)
+    notes = [d for r in results for d in r.diagnostics]
+    if fmt == Format.json:
+        emit_json({"ok": True, "diagnostics": [d.as_json() for d in notes]})
+        return EXIT_OK
+    for d in notes:
+        if not (quiet and d.severity == NOTE):
+            err(str(d))
+    if not quiet:
+        for path, r in zip(manifests, results):
+            typer.echo(f"{path}: ok ({len(r.files)} files for {r.plan.target.describe()})")
+    return EXIT_OK
 
 
 def register(app: typer.Typer) -> None:
-    @app.command(epilog=EPILOG)
-    def check(
+    @app.command("check", epilog=EPILOG)
+    def _command(
         manifests: list[Path] = ManifestsArg,
         systemd: Optional[str] = SystemdOpt,
         preset: Optional[str] = PresetOpt,
@@ -24,17 +45,4 @@ def register(app: typer.Typer) -> None:
         strict: bool = StrictOpt,
     ) -> None:
         """Validate and lint MANIFEST files; writes nothing."""
-        from jobgen.compiler import plan
-        from jobgen.compiler.diagnostics import NOTE
-
-        results = build_all(manifests, resolve_target(systemd, preset), plan.DEFAULT_HOLDER, fmt, strict)
-        notes = [d for r in results for d in r.diagnostics]
-        if fmt == Format.json:
-            emit_json({"ok": True, "diagnostics": [d.as_json() for d in notes]})
-            return
-        for d in notes:
-            if not (quiet and d.severity == NOTE):
-                err(str(d))
-        if not quiet:
-            for path, r in zip(manifests, results):
-                typer.echo(f"{path}: ok ({len(r.files)} files for {r.plan.target.describe()})")
+        raise typer.Exit(check(manifests, systemd=systemd, preset=preset, fmt=fmt, quiet=quiet, strict=strict))

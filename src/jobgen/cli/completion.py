@@ -78,12 +78,20 @@ def jobs(queued_only: bool = False) -> Callable[[typer.Context, str], list[str]]
     return complete
 
 
-def register(app: typer.Typer) -> None:
-    @app.command()
-    def completion(shell: Shell = typer.Argument(..., metavar="SHELL", help="bash, zsh or fish.")) -> None:
-        """Print the shell completion script: eval "$(jobgen completion bash)" in ~/.bashrc."""
-        # typer's own script for the shell (the one --show-completion prints), named here
-        # rather than guessed from the parent process.
-        from typer._completion_shared import get_completion_script
+def completion(shell: Shell) -> int:
+    """Print ``shell``'s completion script; the exit code."""
+    # typer's own script for the shell (the one --show-completion prints), named here
+    # rather than guessed from the parent process.
+    from typer._completion_shared import get_completion_script
 
-        typer.echo(get_completion_script(prog_name=PROG, complete_var=COMPLETE_VAR, shell=shell.value))
+    from jobgen.cli.exits import EXIT_OK
+
+    typer.echo(get_completion_script(prog_name=PROG, complete_var=COMPLETE_VAR, shell=shell.value))
+    return EXIT_OK
+
+
+def register(app: typer.Typer) -> None:
+    @app.command("completion")
+    def _command(shell: Shell = typer.Argument(..., metavar="SHELL", help="bash, zsh or fish.")) -> None:
+        """Print the shell completion script: eval "$(jobgen completion bash)" in ~/.bashrc."""
+        raise typer.Exit(completion(shell))

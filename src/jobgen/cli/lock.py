@@ -10,13 +10,19 @@ from __future__ import annotations
 import typer
 
 
+def lock(args: list[str]) -> int:
+    """The holder (runtime/lock.py) with ``args``; its exit code."""
+    from jobgen.runtime import lock as holder
+
+    return holder.main(list(args))
+
+
 def register(app: typer.Typer) -> None:
     @app.command(
+        "lock",
         context_settings={"ignore_unknown_options": True, "allow_extra_args": True, "help_option_names": []},
         add_help_option=False,
     )
-    def lock(ctx: typer.Context) -> None:
+    def _command(ctx: typer.Context) -> None:
         """Hold a cluster lock while a command runs: jobgen lock --backend URL --name NAME [--wait S] [--ttl S] -- ARGV... (the units call it; `jobgen lock --help` for every option)."""
-        from jobgen.runtime import lock as holder
-
-        raise typer.Exit(holder.main(list(ctx.args)))
+        raise typer.Exit(lock(ctx.args))

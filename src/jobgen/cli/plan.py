@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from jobgen.cli.app import Format, FormatOpt, PresetOpt, SystemdOpt, build_all, emit_json, err, resolve_target
-from jobgen.cli.exits import EXIT_INVALID
+from jobgen.cli.exits import EXIT_INVALID, EXIT_OK
 
 
 def _parse_from(text: Optional[str]) -> datetime:
@@ -23,9 +23,39 @@ def _parse_from(text: Optional[str]) -> datetime:
     return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
 
 
+def plan(manifest: Path, *, job: Optional[str], next_: int, start: Optional[str], local_zone: str,
+         systemd: Optional[str] = None, preset: Optional[str] = None, fmt: Format = Format.text) -> int:
+    """Print the plan report of ``manifest`` (only ``job`` if given); the exit code."""
+    from jobgen.compiler import plan as compiler_plan
+    from jobgen.compiler.timespec import timezone_is_valid
+    from jobgen.tools import plan as tool
+
+    when = _parse_from(start)
+    if not timezone_is_valid(local_zone):
+        err(f"jobgen: error: --local-zone {local_zone}: not a time zone (e.g. Europe/Berlin, UTC)")
+        return EXIT_INVALID
+    target = resolve_target(systemd, preset)
+    (result,) = build_all([manifest], target, compiler_plan.DEFAULT_HOLDER, fmt)
+    model = tool.model(str(manifest), target)
+    if job is not None and job not in {j.name for j in model.jobs}:
+        err(f"jobgen: error: {manifest}: no job '{job}'; jobs: {', '.join(j.name for j in model.jobs) or 'none'}")
+        return EXIT_INVALID
+    try:
+        report = tool.report(model, result.plan, when, next_, local_zone, job)
+    except tool.Uncomputable as exc:
+        err(str(exc.diagnostic))
+        return EXIT_INVALID
+    if fmt == Format.json:
+        emit_json(report.as_json())
+    else:
+        for line in tool.as_text(report):
+            typer.echo(line)
+    return EXIT_OK
+
+
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def plan(
+    @app.command("plan")
+    def _command(
         manifest: Path = typer.Argument(..., help="Manifest file."),
         job: Optional[str] = typer.Option(None, "--job", help="Only this job."),
         next_: int = typer.Option(5, "--next", min=0, max=1000, metavar="N", help="How many elapses to list per job."),
@@ -36,27 +66,4 @@ def register(app: typer.Typer) -> None:
         fmt: Format = FormatOpt,
     ) -> None:
         """When each job will run, every path that can run it, and the risks."""
-        from jobgen.compiler import plan as compiler_plan
-        from jobgen.compiler.timespec import timezone_is_valid
-        from jobgen.tools import plan as tool
-
-        when = _parse_from(start)
-        if not timezone_is_valid(local_zone):
-            err(f"jobgen: error: --local-zone {local_zone}: not a time zone (e.g. Europe/Berlin, UTC)")
-            raise typer.Exit(EXIT_INVALID)
-        target = resolve_target(systemd, preset)
-        (result,) = build_all([manifest], target, compiler_plan.DEFAULT_HOLDER, fmt)
-        model = tool.model(str(manifest), target)
-        if job is not None and job not in {j.name for j in model.jobs}:
-            err(f"jobgen: error: {manifest}: no job '{job}'; jobs: {', '.join(j.name for j in model.jobs) or 'none'}")
-            raise typer.Exit(EXIT_INVALID)
-        try:
-            report = tool.report(model, result.plan, when, next_, local_zone, job)
-        except tool.Uncomputable as exc:
-            err(str(exc.diagnostic))
-            raise typer.Exit(EXIT_INVALID) from None
-        if fmt == Format.json:
-            emit_json(report.as_json())
-        else:
-            for line in tool.as_text(report):
-                typer.echo(line)
+        raise typer.Exit(plan(manifest, job=job, next_=next_, start=start, local_zone=local_zone, systemd=systemd, preset=preset, fmt=fmt))

@@ -52,20 +52,33 @@ def _run_as_job(spec, args: list[str]) -> int:
         raise typer.Exit(exc.code)
 
 
+def enqueue(manifest: Path, job: str, args: list[str], *, systemd: Optional[str] = None) -> int:
+    """Record one request with ``args`` for ``job``, as the job's user; the exit code."""
+    spec, store = _queued_job(manifest, job, systemd)
+    return _run_as_job(spec, ["enqueue", *store, "--by", "jobgen enqueue", "--", *args])
+
+
+def queue(manifest: Path, job: str, *, retry: Optional[str] = None, drop: Optional[str] = None,
+          systemd: Optional[str] = None, fmt: Format = Format.text) -> int:
+    """List ``job``'s requests, or retry or drop one, as the job's user; the exit code."""
+    spec, store = _queued_job(manifest, job, systemd)
+    action = ["--retry", retry] if retry else ["--drop", drop] if drop else []
+    return _run_as_job(spec, ["queue", *store, *action, "--format", fmt.value])
+
+
 def register(app: typer.Typer) -> None:
-    @app.command(context_settings={"allow_extra_args": True})
-    def enqueue(
+    @app.command("enqueue", context_settings={"allow_extra_args": True})
+    def _enqueue(
         ctx: typer.Context,
         manifest: Path = typer.Argument(..., metavar="MANIFEST", help="Manifest file."),
         job: str = typer.Argument(..., metavar="JOB", help="A job with overlap: queue.", autocompletion=completion.jobs(queued_only=True)),
         systemd: Optional[str] = SystemdOpt,
     ) -> None:
         """Record one request for a queued job (arguments after -- are passed to its command)."""
-        spec, store = _queued_job(manifest, job, systemd)
-        raise typer.Exit(_run_as_job(spec, ["enqueue", *store, "--by", "jobgen enqueue", "--", *ctx.args]))
+        raise typer.Exit(enqueue(manifest, job, ctx.args, systemd=systemd))
 
-    @app.command()
-    def queue(
+    @app.command("queue")
+    def _queue(
         manifest: Path = typer.Argument(..., metavar="MANIFEST", help="Manifest file."),
         job: str = typer.Argument(..., metavar="JOB", help="A job with overlap: queue.", autocompletion=completion.jobs(queued_only=True)),
         retry: Optional[str] = typer.Option(None, "--retry", metavar="ID", help="Move a failed request back to pending."),
@@ -74,6 +87,4 @@ def register(app: typer.Typer) -> None:
         fmt: Format = FormatOpt,
     ) -> None:
         """List a queued job's pending, running and failed requests (age, attempts)."""
-        spec, store = _queued_job(manifest, job, systemd)
-        action = ["--retry", retry] if retry else ["--drop", drop] if drop else []
-        raise typer.Exit(_run_as_job(spec, ["queue", *store, *action, "--format", fmt.value]))
+        raise typer.Exit(queue(manifest, job, retry=retry, drop=drop, systemd=systemd, fmt=fmt))

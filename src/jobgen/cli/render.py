@@ -96,9 +96,104 @@ def _both(first, then):
     return write.Recovery(completed=first.completed + then.completed, stale=first.stale + then.stale, pending=then.pending)
 
 
+def render(manifests: list[Path], *, output: Path, holder: str, layout_name: str, systemd: Optional[str] = None,
+           preset: Optional[str] = None, check: bool = False, diff: bool = False, prune: bool = False,
+           fmt: Format = Format.text, quiet: bool = False, strict: bool = False, package: Optional[str] = None,
+           no_cache: bool = False) -> int:
+    """Render ``manifests`` into ``output`` (or compare with it: ``check``, ``diff``); the exit code."""
+    from jobgen.compiler import layout, merge, write
+
+    if layout_name not in layout.LAYOUTS:
+        raise CliError(f"--layout {layout_name}: choose one of {', '.join(layout.LAYOUTS)}")
+    chosen = layout.LAYOUTS[layout_name]
+    try:
+        layout.check_package(chosen, package)
+    except layout.LayoutError as exc:
+        raise CliError(f"{exc}; nothing written") from None
+    target = resolve_target(systemd, preset)
+    try:
+        merge.distinct_names(manifests)
+    except merge.Clash as exc:
+        raise CliError(f"{exc}; nothing written") from None
+    prune_for = {p.name for p in manifests} if prune else None
+    dry = check or diff
+    folders = layout.folders(chosen)
+    on_wait = lambda: err(f"jobgen: waiting for another render of {output}")  # noqa: E731
+    # A missing holder is a fact of this host, not of the inputs: such a render compiles.
+    more = _holder_check(chosen, output, holder)
+    data = None if no_cache or more else _inputs(manifests)
+    if data is not None and (untrusted := _cache_problem()):
+        data = None  # compile, as with --no-cache, and say why once
+        if not quiet:
+            err(f"jobgen: note: render cache not used: {untrusted}; rendering without it")
+    key = None
+    if data is not None:
+        options = {"holder": holder, "layout": layout_name, "package": package, "prune": prune, "strict": strict}
+        key = _cache_key(manifests, data, target, options)
+    try:
+        entry, changes, earlier = _from_cache(output, key, folders, prune_for, dry, on_wait) if key else (None, None, None)
+        if changes is not None:
+            recovery = earlier
+            diagnostics, targets, warning = entry.diagnostics, entry.targets, entry.warning
+        else:
+            too_long = lambda result: layout.name_problems(chosen, package, result.manifest)  # noqa: E731
+            results = build_all(manifests, target, holder, fmt, strict, data, more, too_long)
+            try:
+                files = merge.merge(manifests, results)
+            except merge.Clash as exc:
+                raise CliError(f"{exc}; nothing written") from None
+            warning = layout.unread_tmpfiles(chosen, os.path.realpath(output), files)
+            try:
+                files = layout.arrange(chosen, files, package)
+            except layout.LayoutError as exc:
+                raise CliError(f"{exc}; nothing written") from None
+            with write.locked(output, folders, dry=dry, on_wait=on_wait) as recovery:
+                changes = write.compare(output, files, prune_for, folders)
+                if not dry:
+                    write.apply(output, changes)
+            recovery = _both(earlier, recovery)
+            diagnostics = tuple(d for r in results for d in r.diagnostics)
+            targets = tuple(r.plan.target.describe() for r in results)
+            if key and not recovery.pending and (not dry or not any(c.changes_anything for c in changes)):
+                _remember(output, key, files, diagnostics, targets, warning)
+    except write.OutputError as exc:
+        raise CliError(str(exc), EXIT_OUTPUT) from None
+    if warning:
+        err(f"jobgen: warning: {warning}")
+    drift = recovery.pending or any(c.changes_anything for c in changes)
+    notes = [str(d) for d in diagnostics]
+    notes += _recovery_notes(output, recovery, dry)
+    notes += [f"jobgen: note: {output / c.path} is masked (a symbolic link to /dev/null): left as it is" for c in changes if c.action == write.MASKED]
+    if fmt == Format.json:
+        doc = {
+            "ok": True,
+            "check": check,
+            "dry_run": dry,
+            "changed": drift,
+            "targets": {str(p): t for p, t in zip(manifests, targets)},
+            "files": [{"path": c.path, "action": c.action} for c in changes],
+            "diagnostics": [d.as_json() for d in diagnostics],
+            "recovered": {"pending": recovery.pending, "completed": recovery.completed, "stale": recovery.stale},
+        }
+        if diff:
+            doc["diff"] = "".join(write.diff(c) for c in changes if c.changes_anything)
+        emit_json(doc)
+    else:
+        for line in notes:
+            if not quiet or ": note: " not in line:
+                err(line)
+        for c in changes:
+            action = f"would {c.action}" if dry and c.changes_anything else c.action
+            if not quiet:
+                typer.echo(f"{action:9} {output / c.path}")
+            if diff and c.changes_anything:
+                typer.echo(write.diff(c), nl=False)
+    return EXIT_DRIFT if check and drift else EXIT_OK
+
+
 def register(app: typer.Typer) -> None:
-    @app.command(epilog=EPILOG)
-    def render(
+    @app.command("render", epilog=EPILOG)
+    def _command(
         manifests: list[Path] = ManifestsArg,
         output: Path = typer.Option(..., "-o", "--output", metavar="DIR", help="Folder to write the units into (created with mode 0755)."),
         systemd: Optional[str] = SystemdOpt,
@@ -115,93 +210,8 @@ def register(app: typer.Typer) -> None:
         no_cache: bool = typer.Option(False, "--no-cache", help="Compile even if the render cache says nothing changed, and do not update it (README: Render cache)."),
     ) -> None:
         """Render MANIFEST files into unit files in DIR (atomic, deterministic)."""
-        from jobgen.compiler import layout, merge, write
-
-        if layout_name not in layout.LAYOUTS:
-            raise CliError(f"--layout {layout_name}: choose one of {', '.join(layout.LAYOUTS)}")
-        chosen = layout.LAYOUTS[layout_name]
-        try:
-            layout.check_package(chosen, package)
-        except layout.LayoutError as exc:
-            raise CliError(f"{exc}; nothing written") from None
-        target = resolve_target(systemd, preset)
-        try:
-            merge.distinct_names(manifests)
-        except merge.Clash as exc:
-            raise CliError(f"{exc}; nothing written") from None
-        prune_for = {p.name for p in manifests} if prune else None
-        dry = check or diff
-        folders = layout.folders(chosen)
-        on_wait = lambda: err(f"jobgen: waiting for another render of {output}")  # noqa: E731
-        # A missing holder is a fact of this host, not of the inputs: such a render compiles.
-        more = _holder_check(chosen, output, holder)
-        data = None if no_cache or more else _inputs(manifests)
-        if data is not None and (untrusted := _cache_problem()):
-            data = None  # compile, as with --no-cache, and say why once
-            if not quiet:
-                err(f"jobgen: note: render cache not used: {untrusted}; rendering without it")
-        key = None
-        if data is not None:
-            options = {"holder": holder, "layout": layout_name, "package": package, "prune": prune, "strict": strict}
-            key = _cache_key(manifests, data, target, options)
-        try:
-            entry, changes, earlier = _from_cache(output, key, folders, prune_for, dry, on_wait) if key else (None, None, None)
-            if changes is not None:
-                recovery = earlier
-                diagnostics, targets, warning = entry.diagnostics, entry.targets, entry.warning
-            else:
-                results = build_all(manifests, target, holder, fmt, strict, data, more)
-                try:
-                    files = merge.merge(manifests, results)
-                except merge.Clash as exc:
-                    raise CliError(f"{exc}; nothing written") from None
-                warning = layout.unread_tmpfiles(chosen, os.path.realpath(output), files)
-                try:
-                    files = layout.arrange(chosen, files, package)
-                except layout.LayoutError as exc:
-                    raise CliError(f"{exc}; nothing written") from None
-                with write.locked(output, folders, dry=dry, on_wait=on_wait) as recovery:
-                    changes = write.compare(output, files, prune_for, folders)
-                    if not dry:
-                        write.apply(output, changes)
-                recovery = _both(earlier, recovery)
-                diagnostics = tuple(d for r in results for d in r.diagnostics)
-                targets = tuple(r.plan.target.describe() for r in results)
-                if key and not recovery.pending and (not dry or not any(c.changes_anything for c in changes)):
-                    _remember(output, key, files, diagnostics, targets, warning)
-        except write.OutputError as exc:
-            raise CliError(str(exc), EXIT_OUTPUT) from None
-        if warning:
-            err(f"jobgen: warning: {warning}")
-        drift = recovery.pending or any(c.changes_anything for c in changes)
-        notes = [str(d) for d in diagnostics]
-        notes += _recovery_notes(output, recovery, dry)
-        notes += [f"jobgen: note: {output / c.path} is masked (a symbolic link to /dev/null): left as it is" for c in changes if c.action == write.MASKED]
-        if fmt == Format.json:
-            doc = {
-                "ok": True,
-                "check": check,
-                "dry_run": dry,
-                "changed": drift,
-                "targets": {str(p): t for p, t in zip(manifests, targets)},
-                "files": [{"path": c.path, "action": c.action} for c in changes],
-                "diagnostics": [d.as_json() for d in diagnostics],
-                "recovered": {"pending": recovery.pending, "completed": recovery.completed, "stale": recovery.stale},
-            }
-            if diff:
-                doc["diff"] = "".join(write.diff(c) for c in changes if c.changes_anything)
-            emit_json(doc)
-        else:
-            for line in notes:
-                if not quiet or ": note: " not in line:
-                    err(line)
-            for c in changes:
-                action = f"would {c.action}" if dry and c.changes_anything else c.action
-                if not quiet:
-                    typer.echo(f"{action:9} {output / c.path}")
-                if diff and c.changes_anything:
-                    typer.echo(write.diff(c), nl=False)
-        raise typer.Exit(EXIT_DRIFT if check and drift else EXIT_OK)
+        raise typer.Exit(render(manifests, output=output, holder=holder, layout_name=layout_name, systemd=systemd, preset=preset, check=check, diff=diff,
+                                prune=prune, fmt=fmt, quiet=quiet, strict=strict, package=package, no_cache=no_cache))
 
 
 def _remember(output: Path, key: str, files: dict[str, bytes], diagnostics, targets, warning) -> None:

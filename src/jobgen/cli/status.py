@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from jobgen.cli.app import Format, build_all, err
-from jobgen.cli.exits import EXIT_INVALID, EXIT_OUTPUT, EXIT_REFUSED
+from jobgen.cli.exits import EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, EXIT_REFUSED
 
 # host.StatusError.kind -> exit code (README "Exit codes")
 EXITS = {"since": EXIT_INVALID, "systemd": EXIT_REFUSED, "journal": EXIT_REFUSED}
@@ -77,49 +77,55 @@ class _Textfile:
             pass
 
 
-def _cannot_write(path: Path, exc: OSError) -> typer.Exit:
+def _cannot_write(path: Path, exc: OSError) -> int:
     err(f"jobgen: error: cannot write {path}: {exc.strerror or exc}")
-    return typer.Exit(EXIT_OUTPUT)
+    return EXIT_OUTPUT
+
+
+def status(manifest: Path, *, since: str, fmt: StatusFormat = StatusFormat.text, output: Optional[Path] = None) -> int:
+    """Report ``manifest``'s jobs on this host since ``since``, to stdout or ``output``; the exit code."""
+    from jobgen.compiler import plan
+    from jobgen.host import status as host
+
+    (result,) = build_all([manifest], None, plan.DEFAULT_HOLDER, Format.text)
+    users = {job: run.user for job, run in result.plan.runs.items()}
+    sources = host.sources_of(result.plan.journal_units, users)
+    try:
+        textfile = _Textfile(output) if output is not None else None
+    except OSError as exc:
+        return _cannot_write(output, exc)
+    try:
+        statuses = host.collect(sources, since)
+    except host.StatusError as exc:
+        if textfile is not None:
+            textfile.discard()
+        err(f"jobgen: error: {exc}")
+        return EXITS[exc.kind]
+    if fmt == StatusFormat.json:
+        import json
+
+        text = json.dumps(host.as_json(statuses, since), indent=2, sort_keys=True) + "\n"
+    elif fmt == StatusFormat.prometheus:
+        text = host.as_prometheus(statuses)
+    else:
+        text = "\n".join(_text(statuses, since)) + "\n"
+    if textfile is None:
+        typer.echo(text, nl=False)
+        return EXIT_OK
+    try:
+        textfile.commit(text)
+    except OSError as exc:
+        return _cannot_write(output, exc)
+    return EXIT_OK
 
 
 def register(app: typer.Typer) -> None:
-    @app.command()
-    def status(
+    @app.command("status")
+    def _command(
         manifest: Path = typer.Argument(..., metavar="MANIFEST", help="The manifest whose jobs to report (their units and users come from it)."),
         since: str = typer.Option("-24h", "--since", help="Window start, as journalctl --since takes it: -24h, today, 2026-12-01."),
         fmt: StatusFormat = typer.Option(StatusFormat.text, "--format", help="text, json, or prometheus (node_exporter textfile)."),
         output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Write here (atomically) instead of standard output."),
     ) -> None:
         """Per job on this host: last run and outcome, outcome counts, queue events, next elapse, timer enabled."""
-        from jobgen.compiler import plan
-        from jobgen.host import status as host
-
-        (result,) = build_all([manifest], None, plan.DEFAULT_HOLDER, Format.text)
-        users = {job: run.user for job, run in result.plan.runs.items()}
-        sources = host.sources_of(result.plan.journal_units, users)
-        try:
-            textfile = _Textfile(output) if output is not None else None
-        except OSError as exc:
-            raise _cannot_write(output, exc) from None
-        try:
-            statuses = host.collect(sources, since)
-        except host.StatusError as exc:
-            if textfile is not None:
-                textfile.discard()
-            err(f"jobgen: error: {exc}")
-            raise typer.Exit(EXITS[exc.kind]) from None
-        if fmt == StatusFormat.json:
-            import json
-
-            text = json.dumps(host.as_json(statuses, since), indent=2, sort_keys=True) + "\n"
-        elif fmt == StatusFormat.prometheus:
-            text = host.as_prometheus(statuses)
-        else:
-            text = "\n".join(_text(statuses, since)) + "\n"
-        if textfile is None:
-            typer.echo(text, nl=False)
-            return
-        try:
-            textfile.commit(text)
-        except OSError as exc:
-            raise _cannot_write(output, exc) from None
+        raise typer.Exit(status(manifest, since=since, fmt=fmt, output=output))

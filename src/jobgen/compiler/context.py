@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Callable
 
 from jobgen.compiler import timespec
+from jobgen.contract import outcomes
 
 # systemd's defaults for a system service when the unit does not set the directive.
 DEFAULT_WORKING_DIRECTORY = "/"  # systemd.exec(5) WorkingDirectory=: "the root directory" for the system manager
@@ -97,7 +98,7 @@ CONTEXT: tuple[Property, ...] = (
              "copied into a private folder named by $CREDENTIALS_DIRECTORY, removed after"),
     Property("TimeoutStartSec", "timeout_usec", _span,
              "counted from the start; when it runs out: the stop sequence below, outcome "
-             "'timeout' (a oneshot has none without it, systemd.service(5))"),
+             f"'{outcomes.TIMEOUT}' (a oneshot has none without it, systemd.service(5))"),
     Property("KillMode", "kill_mode", _text,
              "control-group: KillSignal= to every process of the job; mixed: to the main "
              "process only; SIGKILL to every process left after TimeoutStopSec="),

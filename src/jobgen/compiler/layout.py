@@ -20,7 +20,8 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from jobgen.compiler import header
+from jobgen.compiler import header, limits
+from jobgen.compiler.diagnostics import ERROR, Diagnostic
 
 TMPFILES_DIR = "tmpfiles.d"  # where render.py puts the snippet in its own (flat) naming
 
@@ -129,6 +130,33 @@ def check_package(layout: Layout, package: str | None) -> None:
         raise LayoutError(f"--package is for --layout debian; --layout {layout.name} names no package")
     if package and not _PACKAGE_NAME.fullmatch(package):
         raise LayoutError(f"--package {package!r}: a Debian package name is lower-case letters, digits and +-. (at least two, starting with a letter or digit)")
+    if package and name_limit(layout, package) < 1:
+        # PKG.NAME-drain.service and PKG.tmpfiles are each one file name (NAME_MAX).
+        raise LayoutError(f"--package: a name of {len(package)} characters leaves no room for a unit's name in "
+                          f"{limits.NAME_MAX} bytes (at most {len(package) - 1 + name_limit(layout, package)})")
+
+
+def name_limit(layout: Layout, package: str | None = None) -> int:
+    """The longest job or worker name whose files this layout can write (limits.NAME, less
+    what the layout adds to a unit's file name: debian's "PKG.")."""
+    return limits.name_for_units_named(layout.unit_name.format(base="{}", package=package))
+
+
+def name_problems(layout: Layout, package: str | None, manifest) -> list[Diagnostic]:
+    """An error at each job or worker (a compiled model.Manifest) whose name is too long for
+    the file names this layout gives its units: NAME_MAX is per file name."""
+    limit = name_limit(layout, package)
+    if limit >= limits.NAME:
+        return []
+    longest = place(layout, max(limits.UNIT_FILES, key=len).format("NAME"), package)  # NAME-drain.service
+    return [
+        Diagnostic(unit.pos, ERROR,
+                   f"{kind} '{unit.name}': the name has {len(unit.name)} characters; --layout {layout.name}"
+                   f"{f' --package {package}' if package else ''} allows at most "
+                   f"{limit}, so that {longest} fits in {limits.NAME_MAX} bytes (README: Limits)")
+        for kind, units in (("job", manifest.jobs), ("worker", manifest.workers)) for unit in units
+        if len(unit.name) > limit
+    ]
 
 
 def place(layout: Layout, generated: str, package: str | None = None) -> str:

@@ -71,10 +71,8 @@ UID_MAX = 2**32 - 2
 # host lock file and overrun stamp in /run/jobgen (plan.py, names.lock_file), the
 # queue's spool folder /var/lib/jobgen/queue/NAME; and the temporary sibling each unit is
 # first written to, whose name (write.TMP_NAME_MAX) does not grow with the name.
-DERIVED_FILES = (
-    "{}.service", "{}.timer", "{}@.service", "{}.target", "{}-drain.service", "{}-drain.path",
-    "{}.lock", "{}.ended", "{}",
-)
+UNIT_FILES = ("{}.service", "{}.timer", "{}@.service", "{}.target", "{}-drain.service", "{}-drain.path")
+DERIVED_FILES = (*UNIT_FILES, "{}.lock", "{}.ended", "{}")
 # The unit name of a worker's last instance, NAME@1000.service, is a unit name too.
 _INSTANCE_UNIT = "{}@" + str(INSTANCES) + ".service"
 
@@ -84,6 +82,16 @@ NAME = min(
     NAME_MAX - max(len(f.format("")) for f in DERIVED_FILES),
     UNIT_NAME_MAX - len(_INSTANCE_UNIT.format("")),
 )
+
+
+def name_for_units_named(unit_name: str) -> int:
+    """NAME when an output layout writes each unit file under ``unit_name`` (a format,
+    {} the unit's own file name; compiler/layout.py): debian's "PKG.{}" makes
+    PKG.NAME-drain.service, longer by the prefix, and the other derived names stay."""
+    longest = max(len(unit_name.format(f.format("")) if f in UNIT_FILES else f.format("")) for f in DERIVED_FILES)
+    return min(NAME, NAME_MAX - longest)
+
+
 # The manifest's file name becomes tmpfiles.d/jobgen-STEM.conf (tmpfiles_name), written
 # through a temporary sibling like every file.
 TMPFILES_CONF = "jobgen-{}.conf"

@@ -13,6 +13,7 @@ from typing import Mapping
 from jobgen.compiler.diagnostics import Pos
 from jobgen.compiler.hardening import HARDENING
 from jobgen.compiler.target import Target
+from jobgen.contract import queue as queue_contract
 from jobgen.contract.policies import DEFAULT_OVERLAP, OVERLAP, SCOPES, LockScope, OverlapPolicy
 
 # Policies for a run that collides with a running one, and lock scopes (README "Overlap"):
@@ -60,7 +61,7 @@ class Queue:
     """`queue:` of an `overlap: queue` job (README "overlap: queue")."""
 
     max_pending: int = 100
-    on_full: str = "reject"  # reject | coalesce (contract/queue.py ON_FULL)
+    on_full: str = queue_contract.REJECT  # one of contract/queue.py ON_FULL
     max_attempts: int = 3
 
 

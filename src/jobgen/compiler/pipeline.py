@@ -9,7 +9,7 @@ from __future__ import annotations
 import dataclasses
 from dataclasses import dataclass
 
-from jobgen.compiler import limits, load, plan, render, validate
+from jobgen.compiler import load, plan, render, validate
 from jobgen.compiler.diagnostics import Diagnostic
 from jobgen.compiler.model import Manifest
 from jobgen.compiler.target import Target
@@ -35,6 +35,6 @@ def build(path: str, target: Target | None = None, holder: str = plan.DEFAULT_HO
     manifest, warnings = validate.validate(tree, path, target)
     if manifest.target is None and running is not None:
         manifest = dataclasses.replace(manifest, target=running)
-    the_plan = plan.plan(manifest, holder=holder, tmpfiles_name=limits.tmpfiles_name(path))
+    the_plan = plan.plan(manifest, holder=holder)
     return Result(the_plan, render.render(the_plan), tuple(sorted(set(warnings) | set(the_plan.notes))), manifest)
 

@@ -24,7 +24,7 @@ import os
 from dataclasses import dataclass, field, replace
 from typing import Any, Callable
 
-from jobgen.compiler import escape, names, notify, timespec
+from jobgen.compiler import escape, limits, names, notify, timespec
 from jobgen.compiler.context import RunSpec, process_context
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
 from jobgen.compiler.hardening import HARDENING
@@ -157,7 +157,7 @@ class Plan:
     # them: the CLI warns when that executable is missing (status=203/EXEC otherwise).
     holder_jobs: tuple[tuple[str, Pos], ...] = field(compare=False, default=())
     # job -> ((service, kind), ...): the units whose journal lines are the job's own, kind
-    # "run" (the reporter's unit) or "queue" (enqueuer and drainer). `jobgen status` counts
+    # outcomes.RUN_UNIT (the reporter's unit) or QUEUE_UNIT (enqueuer and drainer). `jobgen status` counts
     # a line only when journald attests it came from one of these (host/status.py).
     journal_units: dict[str, tuple[tuple[str, str], ...]] = field(compare=False, default_factory=dict)
 
@@ -574,8 +574,8 @@ def _queue_store(job: Job) -> tuple[str, ...]:
     else:
         store = ["--spool", f"{QUEUE_DIR}/{job.name}"]
     q = job.queue
-    limits = ["--max-pending", str(q.max_pending), "--on-full", q.on_full, "--max-attempts", str(q.max_attempts)]
-    return (*store, "--job", job.name, *limits)
+    bounds = ["--max-pending", str(q.max_pending), "--on-full", q.on_full, "--max-attempts", str(q.max_attempts)]
+    return (*store, "--job", job.name, *bounds)
 
 
 def _adding(ctx: _Context, unit: UnitFile, *directives: tuple[str, str, Value]) -> dict[str, list[tuple[str, Value]]]:
@@ -710,7 +710,7 @@ def _worker_files(ctx: _Context, w: Worker) -> list[UnitFile]:
 # --------------------------------------------------------------------------- entry point
 
 
-def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | None = None) -> Plan:
+def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER) -> Plan:
     """Raise ManifestError when a feature cannot be expressed for the target."""
     assumed = manifest.target is None
     target = manifest.target or parse_target(DEFAULT_TARGET)
@@ -727,7 +727,7 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
             units, run, lines = _job_files(ctx, job)
         files += units
         runs[job.name] = run
-        kind = "queue" if job.policy.queues else "run"
+        kind = outcomes.QUEUE_UNIT if job.policy.queues else outcomes.RUN_UNIT
         journal_units[job.name] = tuple((u.filename, kind) for u in units if u.kind == "service")
         tmp_lines += lines
     for worker in manifest.workers:
@@ -737,7 +737,8 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER, tmpfiles_name: str | 
         # Jobs never create or delete lock files (a lock is the kernel lock on an open
         # file, not the file's existence): systemd-tmpfiles does, from these lines.
         head = [LOCK_DIR_LINE]
-        name = tmpfiles_name or "jobgen.conf"
+        # jobgen-STEM.conf, named by the manifest as limits.py bounds it (one rule, one place).
+        name = limits.tmpfiles_name(manifest.path)
         # set(): two queue jobs both name the shared spool parents (systemd-tmpfiles warns
         # "Duplicate line" on a repeated path).
         files.append(UnitFile(f"tmpfiles.d/{name}", "tmpfiles", lines=tuple(head + sorted(set(tmp_lines)))))

@@ -635,17 +635,24 @@ def queue_settings(node: Node) -> Queue:
     return Queue(**_sub_keys(node, "queue", _QUEUE_KEYS))
 
 
-# A new simple key (one directive, written as it is) takes, each enforced by a test:
+# A new simple key (one directive, written as it is) takes all of this; the test that
+# fails without each step is named:
 # - a row here (a worker-only key in WORKER_KEYS, a job-only one in JOB_KEYS) and its field
-#   in model.py; a new converter also needs its JSON Schema in tools/schema.py CONVERTERS
-#   (tests/test_schema.py) and a bad-value case in tests/errors/;
+#   in model.py. The JSON Schema (tools/schema.py) is generated from these rows, but a new
+#   converter needs its shape in tools/schema.py CONVERTERS (tests/test_schema.py), and a
+#   bad value its case in tests/errors/ with the exact message (tests/test_errors.py);
 # - its directive in directive_table.py (generated from systemd's sources by
 #   tools/gen_directives.py, so normally there already: plan.py gates on the release that
-#   added it) and a row in specifier_table.py (whether it expands '%', which escape.py
-#   follows; tests/test_directive_table.py);
+#   added it). The row's Writes puts the directive in plan.EMITTED, which then needs a row
+#   in specifier_table.py (whether it expands '%', which escape.py follows;
+#   tests/test_directive_table.py test_every_emitted_directive_has_one_specifier_fact);
 # - a job or worker using it in tests/cases/more-keys.yaml (or an example), and the goldens
-#   rendered again: JOBGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest tests/test_golden.py
-#   (every directive plan.EMITTED lists must appear in a golden file), the diff reviewed;
+#   rendered again for 252 and 257: JOBGEN_UPDATE_GOLDEN=1 .venv/bin/python -m pytest
+#   tests/test_golden.py, the diff reviewed (test_golden_units_use_exactly_the_directives_jobgen_declares
+#   fails until a golden file holds the directive);
+# - the manual page jobgen.yaml(5) generated again: .venv/bin/python tools/gen_manpages.py
+#   docs/man (tests/integrations/test_manpages.py: the committed pages are the generated
+#   ones and name every key);
 # - its line in README.md ("Keys of jobs and workers", "Job keys" or "Worker keys").
 COMMON_KEYS: dict[str, Key] = {
     "description": Key("description", text_line),
@@ -902,7 +909,8 @@ def _job_queue(what: str, overlap: str | None, queue: Queue | None, lock: Lock |
         return None
     if lock is not None and not SCOPES[lock.scope].lock_file and not SCOPES[lock.scope].server:
         # `jobgen drain` run by hand, or from a second unit, must see the drainer's lock.
-        p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' needs 'lock.scope: host' or 'cluster' (the drainer's lock); 'unit' guards only the unit")
+        shared = "' or '".join(name for name, s in SCOPES.items() if s.lock_file or s.server)
+        p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' needs 'lock.scope: {shared}' (the drainer's lock); '{lock.scope}' guards only the unit")
     if lock is not None and SCOPES[lock.scope].server and lock.backend and _queue_lacks_database(lock.backend):
         # GET_LOCK needs no database; the queue's table does.
         p.error(seen.keypos.get("lock", pos), f"{what}: 'overlap: queue' keeps its requests in a table: 'lock.backend' must name a database (e.g. mariadb://db.internal/jobs)")

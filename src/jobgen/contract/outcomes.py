@@ -60,3 +60,7 @@ QUEUE: dict[str, str] = {
 }
 # The queue words in the order `jobgen status` counts them (a queue event is never a run).
 QUEUE_EVENTS = tuple(QUEUE)
+
+# Which words a job's service writes to the journal (compiler/plan.Plan.journal_units,
+# read by host/status.py): RUN words (the reporter's unit) or QUEUE words (enqueuer, drainer).
+RUN_UNIT, QUEUE_UNIT = "run", "queue"

@@ -4,7 +4,8 @@ What a policy or a scope *does* is answered here, once: the model lists the name
 validator asks which keys make sense, the planner asks what to write, and the unit's
 reporter gets the outcome word for a lock conflict from here (an argument, not a shell
 `case` on the policy name). A new policy is a row plus its code; nothing else compares
-policy or scope names.
+policy or scope names. tests/test_policy_commands.py takes every row here and fails for a
+row that check, render, plan, status, run or schema has no behaviour for.
 
 `queue` keeps every requested run as durable work (runtime/queue/): a trigger records a
 request and returns, and one drainer at a time (under the job's lock) runs them in order.

@@ -3,8 +3,10 @@
 
 from jobgen.contract.locks import BOOKKEEPING, NAMESPACE
 
-# queue.on_full: what a trigger does when max_pending requests are waiting.
-ON_FULL = ("reject", "coalesce")
+# queue.on_full: what a trigger does when max_pending requests are waiting: refuse it, or
+# fold it into an equal pending request. The first is the default.
+REJECT, COALESCE = "reject", "coalesce"
+ON_FULL = (REJECT, COALESCE)
 
 # Exit codes of the queue commands (README "Exit codes"). Not 73 (render's "cannot write")
 # nor 75 (a lock conflict, which units count as success): a rejected request is a failure

@@ -41,7 +41,7 @@ FORMAT_VERSION = 1
 DEFAULT_SINCE = "-24h"
 TIMEOUT = 60
 SHOW_PROPERTIES = ("Id", "NextElapseUSecRealtime", "UnitFileState", "ActiveState", "LastTriggerUSec", "LoadState")
-RUN, QUEUE = "run", "queue"  # Plan.journal_units kinds
+RUN, QUEUE = outcomes.RUN_UNIT, outcomes.QUEUE_UNIT  # Plan.journal_units kinds
 
 
 class StatusError(Exception):

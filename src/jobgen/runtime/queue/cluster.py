@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from jobgen.contract import outcomes
-from jobgen.contract.queue import redis_queue_keys
+from jobgen.contract.queue import COALESCE, REJECT, redis_queue_keys
 from jobgen.runtime.backends import Options, Target
 from jobgen.runtime.queue.spool import FAILED, PENDING, RUNNING, STATES, Enqueued, NoSuchRequest, QueueFull, Request
 
@@ -32,7 +32,7 @@ from jobgen.runtime.queue.spool import FAILED, PENDING, RUNNING, STATES, Enqueue
 @dataclass
 class Limits:
     max_pending: int = 100
-    on_full: str = "reject"
+    on_full: str = REJECT
     max_attempts: int = 3
 
 
@@ -43,11 +43,12 @@ def _new_id(seq: int) -> str:
 # --------------------------------------------------------------------------- Redis
 
 # ARGV[7], ARGV[8]: the outcome words coalesced and enqueued (contract/outcomes.py), passed
-# in so the script never spells them.
+# in so the script never spells them; the on_full word it compares with is written into the
+# text from contract/queue.py (a Lua string: the contract's words need no escaping).
 _ENQUEUE = """
 local pending = redis.call('llen', KEYS[1])
 if pending >= tonumber(ARGV[1]) then
-  if ARGV[2] == 'coalesce' then
+  if ARGV[2] == '@COALESCE@' then
     local ids = redis.call('lrange', KEYS[1], 0, -1)
     for i = #ids, 1, -1 do
       if redis.call('hget', KEYS[4] .. ids[i], 'args') == ARGV[3] then return {ARGV[7], ids[i], pending} end
@@ -64,7 +65,7 @@ local id = string.format('%020d', seq) .. '-' .. ARGV[4]
 redis.call('hset', KEYS[4] .. id, 'args', ARGV[3], 'enqueued_usec', ARGV[5], 'attempts', 0, 'by', ARGV[6])
 redis.call('rpush', KEYS[1], id)
 return {ARGV[8], id, pending + 1}
-"""
+""".replace("@COALESCE@", COALESCE)
 
 
 # Requests left under the keys of releases before `jobgen:#queue:` (contract.queue), moved
@@ -273,7 +274,7 @@ class SqlQueue:
             pending = self._rows(f"SELECT {_COLUMNS} FROM jobgen_queue WHERE queue = %s AND state = %s ORDER BY id", (self.name, PENDING))
             if len(pending) >= self.limits.max_pending:
                 same = [r for r in pending if r[1] == blob]
-                if self.limits.on_full == "coalesce" and same:
+                if self.limits.on_full == COALESCE and same:
                     self.conn.commit()
                     return Enqueued(self._req(same[-1]), outcomes.COALESCED, len(pending))
                 raise QueueFull(f"{len(pending)} requests pending (max_pending {self.limits.max_pending})")

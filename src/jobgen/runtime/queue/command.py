@@ -33,7 +33,7 @@ from pathlib import Path
 
 from jobgen.runtime import journal
 from jobgen.contract import outcomes
-from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL, ON_FULL, SET_ASIDE
+from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL, ON_FULL, REJECT, SET_ASIDE
 from jobgen.contract import policies
 from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.runtime.queue.spool import STATES, NoSuchRequest, QueueFull, SetAside, Spool, TooBig
@@ -75,7 +75,7 @@ def _parser(verb: str) -> _Parser:
     p.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS")
     p.add_argument("--job", required=True, help="job name, for journal lines")
     p.add_argument("--max-pending", type=_positive, default=100, metavar="N")
-    p.add_argument("--on-full", choices=ON_FULL, default="reject")
+    p.add_argument("--on-full", choices=ON_FULL, default=REJECT)
     p.add_argument("--max-attempts", type=_positive, default=3, metavar="N")
     if verb == "enqueue":
         p.add_argument("--by", default="jobgen enqueue", help="what asked for the run (journal field)")

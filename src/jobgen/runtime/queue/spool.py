@@ -48,7 +48,7 @@ from pathlib import Path
 from typing import Callable, Iterator
 
 from jobgen.contract import outcomes
-from jobgen.contract.queue import FAILED, MAX_REQUEST_BYTES, PENDING, RUNNING, SET_ASIDE, SPOOL_FOLDERS, TMP
+from jobgen.contract.queue import COALESCE, FAILED, REJECT, MAX_REQUEST_BYTES, PENDING, RUNNING, SET_ASIDE, SPOOL_FOLDERS, TMP
 
 STATES = (PENDING, RUNNING, FAILED)
 _SUFFIX = ".json"
@@ -143,7 +143,7 @@ class Enqueued:
 class Spool:
     root: Path
     max_pending: int = 100
-    on_full: str = "reject"
+    on_full: str = REJECT
     max_attempts: int = 3
     lock_timeout: float = 30.0  # how long enqueue waits for another enqueuer, seconds
     _clock: object = field(default=time.time_ns, repr=False)
@@ -170,7 +170,7 @@ class Spool:
             pending = self.list(PENDING)
             if len(pending) >= self.max_pending:
                 same = [r for r in pending if r.args == tuple(args)]
-                if self.on_full == "coalesce" and same:
+                if self.on_full == COALESCE and same:
                     return Enqueued(same[-1], outcomes.COALESCED, len(pending))
                 raise QueueFull(f"{len(pending)} requests pending (max_pending {self.max_pending})")
             probe = Request(id="0" * _SEQ_WIDTH + "-00000000", args=tuple(args), by=by)
