@@ -243,8 +243,9 @@ def test_the_example_rules_use_jobgens_label_names_and_words():
 def test_promtool_accepts_the_metrics_and_the_rules():
     metrics = _promtool("check", "metrics", stdin=status.as_prometheus(_statuses()))
     assert (metrics.returncode, metrics.stdout + metrics.stderr) == (0, "")
-    rules = _promtool("check", "rules", str(RULES))
-    assert rules.returncode == 0 and "SUCCESS: 4 rules found" in rules.stdout, rules.stdout + rules.stderr
+    # every lint promtool has, fatal: a lint finding fails the check instead of being printed
+    rules = _promtool("check", "rules", "--lint=all", "--lint-fatal", str(RULES))
+    assert rules.returncode == 0 and rules.stdout.split() == ["Checking", str(RULES), "SUCCESS:", "4", "rules", "found"], rules.stdout + rules.stderr
 
 
 @needs_promtool
