@@ -172,7 +172,11 @@ def test_help_lists_every_command_states_exit_codes_and_has_readable_metavars() 
     for code, meaning in EXIT_CODES:
         assert f"{code} {meaning}" in flat
     assert "--install-completion" in top.stdout
-    completion = jobgen("--show-completion", "bash")
+    # `jobgen completion bash`, not typer's --show-completion: that one is a flag (the "bash"
+    # after it is ignored) that guesses the shell from the parent processes, and fails with
+    # "Shell  not supported." when none is a shell (a CI runner, a process started in the
+    # background).
+    completion = jobgen("completion", "bash")
     assert completion.returncode == 0 and "_JOBGEN_COMPLETE=complete_bash" in completion.stdout
 
 

@@ -243,8 +243,9 @@ def test_the_example_rules_use_jobgens_label_names_and_words():
 def test_promtool_accepts_the_metrics_and_the_rules():
     metrics = _promtool("check", "metrics", stdin=status.as_prometheus(_statuses()))
     assert (metrics.returncode, metrics.stdout + metrics.stderr) == (0, "")
-    rules = _promtool("check", "rules", str(RULES))
-    assert rules.returncode == 0 and "SUCCESS: 4 rules found" in rules.stdout, rules.stdout + rules.stderr
+    # every lint promtool has, fatal: a lint finding fails the check instead of being printed
+    rules = _promtool("check", "rules", "--lint=all", "--lint-fatal", str(RULES))
+    assert rules.returncode == 0 and rules.stdout.split() == ["Checking", str(RULES), "SUCCESS:", "4", "rules", "found"], rules.stdout + rules.stderr
 
 
 @needs_promtool
@@ -323,6 +324,18 @@ def _until(what: str, probe, procs: list[subprocess.Popen], logs: list):
     raise AssertionError(f"no {what} within {SCRAPE_DEADLINE}s:\n{tails}")
 
 
+def _readme_queries() -> list[str]:
+    """The PromQL queries README's jobgen status section gives for a node_exporter scrape."""
+    readme = " ".join((Path(__file__).resolve().parents[1] / "README.md").read_text().split())
+    sentence = readme[readme.index("So after a scrape of node_exporter the queries read"):]
+    return re.findall(r"`([^`]+)`", sentence.split(". ")[0])
+
+
+def test_the_readme_gives_two_queries():
+    assert _readme_queries() == ['jobgen_last_outcome{jobgen_job="nightly-billing",outcome="failed"} == 1',
+                                 'sum by (instance, jobgen_job) (jobgen_runs{outcome="skipped"})']  # fmt: skip
+
+
 @pytest.mark.skipif((NODE_EXPORTER is None or PROMETHEUS is None) and not os.environ.get("CI"),
                     reason="prometheus and prometheus-node-exporter are not installed")  # fmt: skip
 def test_a_real_scrape_keeps_the_job_label_and_the_readme_queries_answer(tmp_path):
@@ -361,11 +374,12 @@ def test_a_real_scrape_keeps_the_job_label_and_the_readme_queries_answer(tmp_pat
             answer = _get(f"http://127.0.0.1:{prom_port}/api/v1/query?" + urllib.parse.urlencode({"query": promql}))
             return answer["data"]["result"] if answer and answer.get("status") == "success" else []
 
-        # The README's queries, after a real scrape.
-        failed = _until("the README's first query to answer", lambda: query('jobgen_last_outcome{jobgen_job="nightly-billing",outcome="failed"} == 1'), procs, logs)
+        # The README's queries, as the README writes them, after a real scrape.
+        first, second = _readme_queries()
+        failed = _until("the README's first query to answer", lambda: query(first), procs, logs)
         assert [(r["metric"]["jobgen_job"], r["metric"]["job"], r["metric"]["instance"]) for r in failed] == [
             ("nightly-billing", "node", f"127.0.0.1:{node_port}")]
-        skipped = query("sum by (instance, jobgen_job) (jobgen_runs{outcome=\"skipped\"})")
+        skipped = query(second)
         assert {r["metric"]["jobgen_job"]: r["value"][1] for r in skipped} == {"catalog-refresh": "2", "nightly-billing": "0", "nightly-import": "0"}
         # A `job` label from the textfile is the scrape job's no more.
         old = query("old_runs")

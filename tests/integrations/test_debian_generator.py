@@ -131,7 +131,7 @@ def lintian(deb: Path) -> list[str]:
     """lintian's tags on a package, information tags included: every line it prints."""
     if shutil.which("lintian") is None:
         pytest.skip("lintian not found: scripts/bootstrap installs it")
-    r = subprocess.run(["lintian", "--no-cfg", "--display-info", str(deb)], capture_output=True, text=True, timeout=600, env=CLEAN_ENV)
+    r = subprocess.run(["lintian", "--no-cfg", "--display-info", "--show-overrides", str(deb)], capture_output=True, text=True, timeout=600, env=CLEAN_ENV)
     return [line for line in (r.stdout + r.stderr).splitlines() if not line.startswith("running with root privileges")]
 
 
