@@ -137,6 +137,20 @@ def parse(text: str) -> CronSchedule:
                         days_star=words[2].startswith("*"), weekdays_star=words[4].startswith("*"))  # fmt: skip
 
 
+# Days in each month in a leap year: the most days cron can ever find in it.
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def never_runs(s: CronSchedule) -> bool:
+    """No date ever matches: each day of the month named is past the end of each month named
+    ('0 0 31 2 *', '0 0 31 4,6,9,11 *', a common way to switch a line off). With both day
+    fields restricted a weekday always matches some day; with one, Feb 29 falls on every
+    weekday within 28 years."""
+    if s.either_day:
+        return False
+    return not any(day <= _MONTH_DAYS[month - 1] for month in s.months for day in s.days)
+
+
 def looks_like_cron(text: str) -> bool:
     """Five words of cron's characters, or an @nickname: worth telling the user it is cron."""
     stripped = text.strip().lower()

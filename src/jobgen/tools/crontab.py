@@ -148,9 +148,10 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
                 if not timespec.timezone_is_valid(value):
                     out.problems.append(Problem(number, f"CRON_TZ={value} is not a time zone jobgen knows"))
                 elif _has_dst(value):
-                    out.notes.append(Problem(number, f"CRON_TZ={value} has DST: a job whose time falls in the hour the "
-                                             "clocks skip runs right after the change in cron, not at all in systemd; "
-                                             "in the repeated hour cron runs '*' minutes twice, systemd once "
+                    out.notes.append(Problem(number, f"CRON_TZ={value} has DST: a job with a fixed minute and hour that "
+                                             "falls in the hour the clocks skip runs right after the change in cron, not "
+                                             "at all in systemd; in the repeated hour cron runs a job whose minute or hour "
+                                             "starts with '*' in both passes, systemd once "
                                              "(`jobgen plan` lists those days)"))
                 zone = value
             elif name in CONTROL:
@@ -299,6 +300,10 @@ def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | 
     except cron.CronError as exc:
         out.problems.append(Problem(number, f"'{when}': {exc}"))
         return None
+    if cron.never_runs(parsed):
+        out.problems.append(Problem(number, f"'{when}': cron never runs this line: no month it names has that day "
+                                    "(a way to switch a line off); there is nothing to import"))
+        return None
     # Both day fields restricted: cron runs when either matches (crontab(5)), which is two
     # OnCalendar= lines on one timer, a two-item list; checked as their union.
     calendars = cron.to_calendar(parsed)
@@ -360,10 +365,15 @@ def check(s: cron.CronSchedule, calendars: str | tuple[str, ...], zone: str | No
         if (problem := _differs(s, calendar, engine, start, end, most)) is not None:
             return problem
     for one in calendars if zone is not None else ():
+        zoned = timespec.parse_calendar(f"{one} {zone}")
         try:
-            timespec.parse_calendar(f"{one} {zone}").next_elapses(CHECK_FROM, 2)
+            zoned.next_elapses(CHECK_FROM, 2)
         except ValueError as exc:
             return f"systemd cannot compute '{one}' in {zone}: {exc}"
+        # The starts `check` probes (the month starts and DST changes of a year), as check warns.
+        found = timespec.search(zoned, timespec.Steps(timespec.EXPRESSION_STEPS))
+        if found.loop is not None:
+            return f"systemd cannot compute '{one}' in {zone}: {found.loop}"
     return None
 
 
