@@ -123,3 +123,15 @@ def test_check_warns_for_every_corpus_calendar_systemd_cannot_compute_and_no_oth
     warned = {s for s in specs if timespec.search(parse_calendar(s), timespec.Steps(timespec.EXPRESSION_STEPS)).loop}
     assert systemd_fails <= warned, sorted(systemd_fails - warned)
     assert "*-01/5-01 00:00:00 Europe/Berlin" in systemd_fails
+
+
+@pytest.mark.parametrize("release", RELEASES)
+def test_each_loop_check_warns_about_is_one_this_release_gives_up_on(release):
+    """check's warning names 252 and 257 and a start: from that start, this release fails too."""
+    analyzer = _analyzer(release)
+    specs = [f"{c} {zone}" for c in calendars() for zone in ZONES] + [f"{s} Europe/Berlin" for s in STEP_FORMS]
+    loops = {s: found.loop for s in dict.fromkeys(specs)
+             if (found := timespec.search(parse_calendar(s), timespec.Steps(timespec.EXPRESSION_STEPS))).loop}
+    assert "*-01/5-01 00:00:00 Europe/Berlin" in loops
+    for spec, loop in loops.items():
+        assert _systemd(analyzer, [spec], f"{loop.after:%Y-%m-%d %H:%M:%S}")[spec] is None, (spec, loop.after)
