@@ -54,8 +54,8 @@ SPAN = timedelta(days=400)
 # hour before every DST change in the stretch: where values carry over and zones differ.
 # (The engine costs 30-350 µs an elapse: every minute of 533 days would take minutes.)
 SPARSE = 600
-FIRST = 150
-WINDOW = 20
+FIRST = 100
+WINDOW = 12
 DST_WINDOW = timedelta(minutes=150)
 
 # Lines croniter reads differently from Vixie cron: those are held to VixieCron alone.
