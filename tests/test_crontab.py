@@ -227,9 +227,9 @@ def test_untranslatable_lines_are_reported_with_their_number():
         "line 23: '0 0 5/2 * *': day of month: '5/2' means different things to different crons; write '5-31/2'",
     ]
     assert [str(n) for n in imported.notes] == [
-        "line 16: CRON_TZ=Europe/Berlin has DST: a job whose time falls in the hour the clocks skip runs right after the "
-        "change in cron, not at all in systemd; in the repeated hour cron runs '*' minutes twice, systemd once "
-        "(`jobgen plan` lists those days)"]
+        "line 16: CRON_TZ=Europe/Berlin has DST: a job with a fixed minute and hour that falls in the hour the clocks "
+        "skip runs right after the change in cron, not at all in systemd; in the repeated hour cron runs a job whose "
+        "minute or hour starts with '*' in both passes, systemd once (`jobgen plan` lists those days)"]
 
 
 @pytest.mark.parametrize(("name", "kw"), ALL)
@@ -339,8 +339,8 @@ def test_control_variables_become_timer_keys_or_notes_never_environment():
 def test_lines_that_cannot_be_translated_say_why():
     imported = _import("tricky", user="shop")
     assert [str(p) for p in sorted(imported.problems, key=lambda p: p.line)] == [
-        "line 25: jobgen refuses the translation: job 'tricky-switched-off-l25': 'schedule': calendar expression "
-        "'*-02-31 00:00:00' never elapses: no date from 1970 to 2199 matches it (systemd would accept it and never run the job)",
+        "line 25: '0 0 31 2 *': cron never runs this line: no month it names has that day (a way to switch a line off); "
+        "there is nothing to import",
         "line 26: '@every' is not cron syntax (Go's cron libraries have it); for a run every SPAN write schedule: {every: SPAN}",
     ]
 
@@ -349,12 +349,11 @@ def test_a_line_that_never_runs_is_reported_and_the_rest_written(tmp_path):
     out = tmp_path / "tricky.yaml"
     r = _jobgen("import-crontab", str(CRONTABS / "tricky"), "--user", "shop", "-o", str(out))
     assert r.returncode == 1, r.stderr
-    assert (f"{CRONTABS / 'tricky'}:25: error: jobgen refuses the translation: job 'tricky-switched-off-l25': 'schedule': calendar "
-            "expression '*-02-31 00:00:00' never elapses: no date from 1970 to 2199 matches it (systemd would accept "
-            "it and never run the job)") in r.stderr.splitlines()
+    assert (f"{CRONTABS / 'tricky'}:25: error: '0 0 31 2 *': cron never runs this line: no month it names has that day "
+            "(a way to switch a line off); there is nothing to import") in r.stderr.splitlines()
     assert r.stderr.splitlines()[-1] == "jobgen: 19 jobs imported; 2 lines not translated"
     written = out.read_text()
-    assert "# line 25 not imported: jobgen refuses the translation: job 'tricky-switched-off-l25'" in written
+    assert "# line 25 not imported: '0 0 31 2 *': cron never runs this line" in written
     assert not [name for name in yaml.safe_load(written)["jobs"] if "switched-off" in name]
     assert _jobgen("check", str(out)).returncode == 0
 

@@ -64,7 +64,7 @@ FOREIGN_NICKNAMES: dict[str, str] = {
 NICKNAME_NOTES: dict[str, str] = {"@weekly": " (cron's week starts on Sunday; systemd's own 'weekly' is Monday 00:00)"}
 
 _SYSTEMD_DAYS = ("Sun", "Mon", "Tue", "Wed", "Thu", "Fri", "Sat")  # indexed by cron's 0..6
-_ITEM = re.compile(r"(?P<base>\*|(?P<a>[0-9a-z]+)(?:-(?P<b>[0-9a-z]+))?)(?:/(?P<step>[0-9]+))?")
+_ITEM = re.compile(r"(?P<base>\*|(?P<a>[0-9a-zA-Z]+)(?:-(?P<b>[0-9a-zA-Z]+))?)(?:/(?P<step>[0-9]+))?")
 
 
 class CronError(ValueError):
@@ -93,8 +93,8 @@ class CronSchedule:
 def _value(word: str, field: str, low: int, high: int, names: tuple[str, ...] | None) -> int:
     if word.isdigit():
         value = int(word)
-    elif names and word[:3] in names and len(word) == 3:
-        value = names.index(word) + (1 if field == "month" else 0)
+    elif names and word.lower() in names:
+        value = names.index(word.lower()) + (1 if field == "month" else 0)
     else:
         raise CronError(f"{field}: '{word}' is not a number from {low} to {high}")
     if not low <= value <= high:
@@ -104,7 +104,7 @@ def _value(word: str, field: str, low: int, high: int, names: tuple[str, ...] | 
 
 def _field(text: str, field: str, low: int, high: int, names: tuple[str, ...] | None) -> frozenset[int]:
     values: set[int] = set()
-    for item in text.lower().split(","):
+    for item in text.split(","):  # names in any case; a message shows the item as written
         m = _ITEM.fullmatch(item)
         if m is None:
             raise CronError(f"{field}: cannot read '{item}'")
@@ -135,6 +135,20 @@ def parse(text: str) -> CronSchedule:
     weekdays = frozenset(d % 7 for d in sets[4])
     return CronSchedule(text.strip(), sets[0], sets[1], sets[2], sets[3], weekdays,
                         days_star=words[2].startswith("*"), weekdays_star=words[4].startswith("*"))  # fmt: skip
+
+
+# Days in each month in a leap year: the most days cron can ever find in it.
+_MONTH_DAYS = (31, 29, 31, 30, 31, 30, 31, 31, 30, 31, 30, 31)
+
+
+def never_runs(s: CronSchedule) -> bool:
+    """No date ever matches: each day of the month named is past the end of each month named
+    ('0 0 31 2 *', '0 0 31 4,6,9,11 *', a common way to switch a line off). With both day
+    fields restricted a weekday always matches some day; with one, Feb 29 falls on every
+    weekday within 28 years."""
+    if s.either_day:
+        return False
+    return not any(day <= _MONTH_DAYS[month - 1] for month in s.months for day in s.days)
 
 
 def looks_like_cron(text: str) -> bool:

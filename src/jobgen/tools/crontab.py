@@ -31,7 +31,7 @@ from pathlib import PurePath
 from typing import Callable
 from zoneinfo import ZoneInfo
 
-from jobgen.compiler import cron, notify, shellwords, timespec
+from jobgen.compiler import cron, limits, notify, shellwords, timespec
 from jobgen.compiler.names import ENV_NAME, USER_NAME
 
 # The importer compares cron's rules with jobgen's calendar engine (systemd's algorithm, with
@@ -56,6 +56,11 @@ DEFAULT_SHELL = "/bin/sh"
 # Characters that make a command need a shell (anything a POSIX shell treats specially).
 _ENV_LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 _NAME_PART = re.compile(r"[^a-z0-9]+")
+_BLANKS = " \t"
+_BLANK_RUN = re.compile(r"[ \t]+")
+# What a unit file cannot carry (the validator's rule for a command): C0 and C1 controls but
+# the tab (the shell's blank), DEL, and the Unicode line and paragraph separators.
+_CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 
 
 @dataclass(frozen=True)
@@ -124,13 +129,22 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
     out = Imported()
     env: dict[str, str] = {}
     zone: str | None = None
+    zone_problem: str | None = None  # the lines after a CRON_TZ jobgen cannot read run at an unknown time
     timer: dict[str, str] = {}
     shell = DEFAULT_SHELL
     mail: str | None = None
     taken: set[str] = set()
-    for number, raw in enumerate(text.splitlines(), start=1):
-        line = raw.strip()
+    # cron reads lines up to '\n' and fields between blanks (space, tab): not Python's
+    # splitlines()/split(), which also break at U+0085, U+2028, form feeds, NBSP... A CRLF file's
+    # '\r' is dropped, as before.
+    for number, raw in enumerate(text.split("\n"), start=1):
+        raw = raw.removesuffix("\r")
+        line = raw.strip(_BLANKS)
         if not line or line.startswith("#"):
+            continue
+        if len(raw.encode("utf-8", "surrogatepass")) > limits.COMMAND_BYTES:
+            out.problems.append(Problem(number, f"the line is {len(raw.encode('utf-8', 'surrogatepass')):,} bytes long; "
+                                        f"a command jobgen runs is at most {limits.COMMAND_BYTES:,} bytes"))
             continue
         # cron's load_env(): a line that is not a job (jobs start with a digit, '*' or '@')
         # and reads NAME=VALUE sets the environment of the jobs after it.
@@ -145,12 +159,18 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
             elif name == "MAILTO":
                 mail = None  # MAILTO="": no mail
             elif name == "CRON_TZ":
+                zone_problem = None
                 if not timespec.timezone_is_valid(value):
                     out.problems.append(Problem(number, f"CRON_TZ={value} is not a time zone jobgen knows"))
-                elif _has_dst(value):
-                    out.notes.append(Problem(number, f"CRON_TZ={value} has DST: a job whose time falls in the hour the "
-                                             "clocks skip runs right after the change in cron, not at all in systemd; "
-                                             "in the repeated hour cron runs '*' minutes twice, systemd once "
+                    zone_problem = (f"it runs in CRON_TZ={value} (line {number}), which is not a time zone jobgen "
+                                    "knows: when it runs is unknown")
+                    zone = None
+                    continue
+                if _has_dst(value):
+                    out.notes.append(Problem(number, f"CRON_TZ={value} has DST: a job with a fixed minute and hour that "
+                                             "falls in the hour the clocks skip runs right after the change in cron, not "
+                                             "at all in systemd; in the repeated hour cron runs a job whose minute or hour "
+                                             "starts with '*' in both passes, systemd once "
                                              "(`jobgen plan` lists those days)"))
                 zone = value
             elif name in CONTROL:
@@ -175,6 +195,9 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
                                         "/etc/cron.d); pass --system to read it so, or --user-crontab if the command "
                                         f"really is '{owner} ...'"))
             continue
+        if zone_problem is not None and _split_line(raw, system) is not None:
+            out.problems.append(Problem(number, zone_problem))
+            continue
         job = _job(number, raw, stem, system=system, user=user, zone=zone, shell=shell, env=env, out=out)
         if job is not None and not isinstance(job.schedule, dict):
             job = ImportedJob(**{**job.__dict__, "timer": tuple(sorted(timer.items()))})
@@ -184,7 +207,34 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
             name = _unique(job.name, taken)
             taken.add(name)
             out.jobs.append(ImportedJob(**{**job.__dict__, "name": name}))
+    # A message quotes the line: every character shown, none acting on the terminal or the manifest.
+    out.problems = [Problem(p.line, _shown(p.message)) for p in out.problems]
+    out.notes = [Problem(p.line, _shown(p.message)) for p in out.notes]
     return out
+
+
+# A message quotes at most this much of a line: one readable line per problem, whatever the input.
+MESSAGE_CHARS = 300
+
+
+def _shown(message: str) -> str:
+    message = printable(message)
+    if len(message) <= MESSAGE_CHARS:
+        return message
+    return f"{message[:MESSAGE_CHARS]}... ({len(message) - MESSAGE_CHARS:,} more characters)"
+
+
+def printable(text: str) -> str:
+    """Text with each character that is not printable (controls, NUL, DEL, format characters
+    such as U+200B and U+FEFF, line separators) written as a Python-style escape."""
+    if text.isprintable():
+        return text
+    return "".join(c if c.isprintable() else _escape(c) for c in text)
+
+
+def _escape(c: str) -> str:
+    n = ord(c)
+    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
 # cron mails whatever a job prints; a timer's job prints to the journal, and jobgen mails
@@ -216,14 +266,20 @@ def _user_column(raw: str, is_user: Callable[[str], bool]) -> str | None:
     return owner if owner and is_user(owner) and command.strip() else None
 
 
+def _fields(raw: str, most: int = 0) -> list[str]:
+    """Words between blanks, as cron's entry.c reads them; the last holds the rest (`most` splits)."""
+    stripped = raw.strip(_BLANKS)
+    return _BLANK_RUN.split(stripped, maxsplit=most) if stripped else []
+
+
 def _split_line(raw: str, system: bool) -> tuple[str, str | None, str] | None:
     """(schedule, user, command) of a job line, or None when it has too few fields."""
-    words = raw.strip().split(None, 1)
+    words = _fields(raw, 1)
     if words[0].startswith("@"):
         nfields = 1
     else:
         nfields = 5
-    parts = raw.strip().split(None, nfields + (1 if system else 0))
+    parts = _fields(raw, nfields + (1 if system else 0))
     if len(parts) < nfields + (2 if system else 1):
         return None
     schedule = " ".join(parts[:nfields])
@@ -237,7 +293,7 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
     split = _split_line(raw, system)
     if split is None:
         what = "schedule, user and command" if system else "schedule and command"
-        out.problems.append(Problem(number, f"expected {what}; got '{raw.strip()}'"))
+        out.problems.append(Problem(number, f"expected {what}; got '{raw.strip(_BLANKS)}'"))
         return None
     when, owner, command_text = split
     owner = owner or user
@@ -255,7 +311,7 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
     return ImportedJob(
         name=_name(stem, command, number),
         line=number,
-        source=" ".join(raw.split()),
+        source=" ".join(_fields(raw)),
         cron_schedule=when,
         schedule=schedule,
         timezone=None if isinstance(schedule, dict) else zone,
@@ -267,6 +323,10 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
 
 def _command(number: int, text: str, shell: str, out: Imported) -> tuple[str, ...] | None:
     """cron's command field -> argv: crontab(5) '%' rules, then shell or plain words."""
+    if control := _CONTROL.search(text):
+        out.problems.append(Problem(number, f"the command contains U+{ord(control[0]):04X} (a control character or "
+                                    "line break), which a unit file cannot carry"))
+        return None
     if re.search(r"(?<!\\)%", text):
         out.problems.append(Problem(number, "an unescaped '%' ends the command in cron and sends the rest of the "
                                     "line to its standard input; rewrite it (e.g. with a here-document in a script) "
@@ -298,6 +358,10 @@ def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | 
         parsed = cron.parse(when)
     except cron.CronError as exc:
         out.problems.append(Problem(number, f"'{when}': {exc}"))
+        return None
+    if cron.never_runs(parsed):
+        out.problems.append(Problem(number, f"'{when}': cron never runs this line: no month it names has that day "
+                                    "(a way to switch a line off); there is nothing to import"))
         return None
     # Both day fields restricted: cron runs when either matches (crontab(5)), which is two
     # OnCalendar= lines on one timer, a two-item list; checked as their union.
@@ -361,9 +425,14 @@ def check(s: cron.CronSchedule, calendars: str | tuple[str, ...], zone: str | No
             return problem
     for one in calendars if zone is not None else ():
         try:
-            timespec.parse_calendar(f"{one} {zone}").next_elapses(CHECK_FROM, 2)
+            zoned = timespec.parse_calendar(f"{one} {zone}")
+            zoned.next_elapses(CHECK_FROM, 2)
         except ValueError as exc:
             return f"systemd cannot compute '{one}' in {zone}: {exc}"
+        # The starts `check` probes (the month starts and DST changes of a year), as check warns.
+        found = timespec.search(zoned, timespec.Steps(timespec.EXPRESSION_STEPS))
+        if found.loop is not None:
+            return f"systemd cannot compute '{one}' in {zone}: {found.loop}"
     return None
 
 
@@ -397,8 +466,15 @@ def _name(stem: str, command: tuple[str, ...], number: int) -> str:
 
 
 def _q(text: str) -> str:
-    """A YAML double-quoted scalar (JSON's string syntax is valid YAML)."""
-    return json.dumps(text, ensure_ascii=False)
+    """A YAML double-quoted scalar (JSON's string syntax is valid YAML). JSON leaves DEL, the
+    C1 controls and format characters raw, which YAML does not allow: escaped as \\uXXXX."""
+    quoted = json.dumps(text, ensure_ascii=False)
+    return quoted if quoted.isprintable() else "".join(c if c.isprintable() else _json_escape(c) for c in quoted)
+
+
+def _json_escape(c: str) -> str:
+    n = ord(c)
+    return f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"  # YAML's 8-digit escape: JSON has none
 
 
 def manifest(imported: Imported, source: str) -> str:
@@ -410,7 +486,7 @@ def _manifest(imported: Imported, source: str) -> tuple[str, dict[str, tuple[int
     """The manifest text and, per job, the first and last line of its entry (settle() maps the
     validator's positions back to crontab lines with them)."""
     lines = [
-        f"# Imported by `jobgen import-crontab` from {source}.",
+        f"# Imported by `jobgen import-crontab` from {printable(source)}.",
         "# Each schedule was compared with cron's rules; cron's DST handling differs (README: import-crontab).",
         "# cron starts a run even while the previous one is still going; these jobs skip instead",
         "# (overlap: skip, jobgen's default): set overlap: allow to keep cron's behaviour.",
@@ -422,7 +498,7 @@ def _manifest(imported: Imported, source: str) -> tuple[str, dict[str, tuple[int
     spans: dict[str, tuple[int, int]] = {}
     for job in imported.jobs:
         first = len(lines) + 1
-        lines.append(f"  # line {job.line}: {job.source}")
+        lines.append(f"  # line {job.line}: {printable(job.source)}")
         lines.append(f"  {job.name}:")
         lines.append(f"    description: {_q(f'cron: {job.source}')}")
         lines.append("    command: [" + ", ".join(_q(w) for w in job.command) + "]")
@@ -459,6 +535,11 @@ def settle(imported: Imported, source: str, where: str) -> str:
         text, spans = _manifest(imported, source)
         if not imported.jobs:
             return text  # nothing to validate: a record of what was refused, and why
+        if len(text.encode()) > limits.MANIFEST_BYTES:  # the last jobs go, each reported, until it fits
+            last = imported.jobs.pop()
+            imported.problems.append(Problem(last.line, f"the manifest would be larger than {limits.MANIFEST_BYTES // 2**20} "
+                                             "MiB, jobgen's limit for one manifest: import the crontab in parts"))
+            continue
         try:
             validate.validate(load.load_text(text, where), where)
             return text
@@ -471,5 +552,5 @@ def settle(imported: Imported, source: str, where: str) -> str:
                 refused.setdefault(name, d.message)
             for job in imported.jobs:
                 if job.name in refused:
-                    imported.problems.append(Problem(job.line, f"jobgen refuses the translation: {refused[job.name]}"))
+                    imported.problems.append(Problem(job.line, printable(f"jobgen refuses the translation: {refused[job.name]}")))
             imported.jobs = [j for j in imported.jobs if j.name not in refused]
