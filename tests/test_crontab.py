@@ -164,9 +164,10 @@ def test_debian_etc_crontab():
     assert imported.problems == [] and imported.notes == []
     assert [(j.line, j.name, j.schedule, j.user) for j in imported.jobs] == [
         (19, "crontab-cron-hourly-l19", "*-*-* *:17:00", None),
-        (20, "crontab-anacron-l20", "*-*-* 06:25:00", None),
-        (21, "crontab-anacron-l21", "Sun *-*-* 06:47:00", None),
-        (22, "crontab-anacron-l22", "*-*-01 06:52:00", None),
+        # `test -x /usr/sbin/anacron || { cd / && run-parts ... }` runs the folder, not anacron
+        (20, "crontab-cron-daily-l20", "*-*-* 06:25:00", None),
+        (21, "crontab-cron-weekly-l21", "Sun *-*-* 06:47:00", None),
+        (22, "crontab-cron-monthly-l22", "*-*-01 06:52:00", None),
     ]
     hourly = imported.jobs[0]
     # cron runs every command with $SHELL -c: shell syntax keeps that, explicitly.
