@@ -66,11 +66,11 @@ def test_a_debian_host_becomes_one_manifest_per_source_and_one_report(image, tmp
     assert r.returncode == 0, r.stderr
     img = str(image)
     assert r.stdout.splitlines() == [
-        f"{img}/etc/cron.d/.placeholder: skipped: {SKIP}",
-        f"{img}/etc/cron.d/e2scrub_all.dpkg-old: skipped: {SKIP}",
-        f"{img}/etc/cron.d/e2scrub_all~: skipped: {SKIP}",
-        f"{img}/etc/cron.daily/README: skipped: run-parts skips it: not an executable regular file",
-        f"{img}/etc/cron.daily/old.sh: skipped: {SKIP}",
+        f"{img}/etc/cron.d/.placeholder: ignored: {SKIP}",
+        f"{img}/etc/cron.d/e2scrub_all.dpkg-old: ignored: {SKIP}",
+        f"{img}/etc/cron.d/e2scrub_all~: ignored: {SKIP}",
+        f"{img}/etc/cron.daily/README: ignored: run-parts skips it: not an executable regular file",
+        f"{img}/etc/cron.daily/old.sh: ignored: {SKIP}",
         f"{img}/etc/crontab:19: mapped: runs /etc/cron.hourly with run-parts: the folder's scripts are imported once, "
         "from the folder, at this line's time",
         f"{img}/etc/crontab:20: mapped: runs /etc/cron.daily with run-parts: the folder's scripts are imported once, "
@@ -164,7 +164,7 @@ def test_a_user_crontab_cron_would_skip_is_refused(image, tmp_path):
     _put(image, "etc/passwd", f"root:x:0:0::/root:/bin/sh\nshop:x:{os.getuid() + 1}:100::/home/shop:/bin/sh\n")
     r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
     lines = r.stdout.splitlines()
-    assert f"{img}/var/spool/cron/crontabs/.tmp-crontab: skipped: cron skips it: a hidden file (crontab(1)'s temporary files)" in lines
+    assert f"{img}/var/spool/cron/crontabs/.tmp-crontab: ignored: cron skips it: a hidden file (crontab(1)'s temporary files)" in lines
     assert f"{img}/var/spool/cron/crontabs/ghost: refused: cron skips it: no user 'ghost' in {img}/etc/passwd (cron: ORPHAN)" in lines
     assert (f"{img}/var/spool/cron/crontabs/shop: refused: cron skips it: owned by uid {os.getuid()}, not by shop "
             f"(uid {os.getuid() + 1}; cron: WRONG FILE OWNER)") in lines

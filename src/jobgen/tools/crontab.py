@@ -384,9 +384,9 @@ def _differs(s: cron.CronSchedule, calendar: str, engine, start: datetime, end: 
 # that is not a guard: `test -e /run/systemd/system || /sbin/e2scrub_all` runs e2scrub_all, not
 # "system"; `cd / && run-parts /etc/cron.daily` runs the folder's scripts: "cron-daily".
 _SEPARATORS = re.compile(r"&&|\|\||[;|&(){}\n]")
-_KEYWORDS = frozenset({"if", "then", "else", "elif", "fi", "do", "done", "while", "until", "!", "time"})
+_KEYWORDS = frozenset("if then else elif fi do done while until ! time".split())  # sh(1) reserved words
 _GUARDS = frozenset({"test", "[", "[[", "cd", ":", "true", "false", "exit", "echo", "sleep", "sh", "bash"})
-_WRAPPERS = frozenset({"exec", "nice", "ionice", "env", "nohup", "timeout", "chronic"})  # options, then the program
+_WRAPPERS = frozenset("exec nice ionice env nohup timeout chronic".split())  # options, then the program
 _SKIPPED_WORD = re.compile(r"-.*|[0-9.]+[smhd]?|[A-Za-z_][A-Za-z0-9_]*=.*")  # an option, a number, NAME=value
 STEM_MAX = 60  # a name stays far below limits.NAME whatever the file's name
 BASE_MAX = 40

@@ -26,7 +26,8 @@ from jobgen.compiler.diagnostics import ManifestError
 from jobgen.tools import crontab as tool
 from jobgen.tools import crontab_dst
 
-TRANSLATED, REFUSED, REVIEW, MAPPED, SKIPPED = "translated", "refused", "needs review", "mapped", "skipped"
+# The report's words; IGNORED: a file cron itself would not read.
+TRANSLATED, REFUSED, REVIEW, MAPPED, IGNORED = "translated", "refused", "needs review", "mapped", "ignored"
 MANIFEST_SUFFIX = ".yaml"
 # `run-parts [options] /etc/cron.PERIOD` anywhere in a command.
 _RUN_PARTS = re.compile(r"(?:^|[\s;&|{(])(?:/bin/|/usr/bin/)?run-parts(?:\s+-\S+)*\s+/etc/cron\.(hourly|daily|weekly|monthly)/?(?=$|[\s;&|})])")
@@ -180,7 +181,7 @@ def _settle(src: Source, taken: set[str]) -> None:
 
 
 def _report(out: HostImport, cron) -> list[str]:
-    lines = [f"{u.path}: {SKIPPED}: {u.reason}" for u in cron.skipped]
+    lines = [f"{u.path}: {IGNORED}: {u.reason}" for u in cron.skipped]
     lines += [f"{u.path}: {REFUSED}: {u.reason}" for u in cron.unread]
     out.refused += len(cron.unread)
     for src in out.sources:
