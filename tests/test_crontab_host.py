@@ -157,6 +157,19 @@ def test_hostile_files_are_one_line_each_and_the_rest_is_imported(image, tmp_pat
     assert "Traceback" not in r.stderr
 
 
+def test_a_file_name_that_is_not_text_is_shown_escaped_on_one_line(image, tmp_path):
+    img = str(image)
+    _put(image, "etc/cron.d/multi\nline", "* * * * * root /bin/true\n")
+    (image / "etc/cron.d").joinpath(os.fsdecode(b"bad\xffname")).write_text("* * * * * root /bin/true\n")
+    (image / "var/spool/cron/crontabs").joinpath(os.fsdecode(b"u\xff")).write_text("* * * * * /bin/true\n")
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    lines = r.stdout.splitlines()
+    assert f"{img}/etc/cron.d/bad\\xffname: ignored: {SKIP}" in lines
+    assert f"{img}/etc/cron.d/multi\\nline: ignored: {SKIP}" in lines
+    assert f"{img}/var/spool/cron/crontabs/u\\xff: refused: cron skips it: no user 'u\\xff' in {img}/etc/passwd (cron: ORPHAN)" in lines
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+
+
 def test_a_user_crontab_cron_would_skip_is_refused(image, tmp_path):
     img = str(image)
     _put(image, "var/spool/cron/crontabs/ghost", "* * * * * /bin/true\n")

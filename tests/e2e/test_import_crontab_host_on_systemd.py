@@ -13,9 +13,11 @@ and writes a file. The test waits for those files and for the manager's journal 
 from __future__ import annotations
 
 import shutil
+import time
 
 import pytest
 
+from conftest import TIMINGS
 from container import RELEASES, Container, HarnessError, in_image, wait_until
 
 pytestmark = pytest.mark.e2e
@@ -81,7 +83,9 @@ def test_a_debian_hosts_cron_imported_and_applied_runs_from_timers(debian_cron):
     # Debian 12's tree has e2fsprogs' /etc/cron.d/e2scrub_all, Debian 13's does not.
     cron_d = [n for n in c.run("ls", "-A", "/etc/cron.d").stdout.split() if not n.startswith(".")]
 
-    imported = c.run("jobgen", "import-crontab", "--host", "-o", OUT, "--zone", "UTC", check=False)
+    started = time.monotonic()
+    imported = c.run("jobgen", "import-crontab", "--host", "-o", OUT, "--zone", "UTC", check=False, timeout=300)
+    TIMINGS[f"import-crontab --host, systemd {c.release} (s)"] = time.monotonic() - started
     assert imported.returncode == 0, imported.stderr + imported.stdout
     report = imported.stdout.splitlines()
     # Debian's /etc/crontab runs the run-parts folders; each is mapped once, not translated twice.
@@ -97,6 +101,7 @@ def test_a_debian_hosts_cron_imported_and_applied_runs_from_timers(debian_cron):
     assert "cron.d-local-touch.yaml" in manifests
 
     applied = c.run("jobgen", "apply", *(f"{OUT}/{m}" for m in manifests), check=False, timeout=300)
+    started = time.monotonic()
     assert applied.returncode == 0, applied.stderr + applied.stdout
     timers = c.systemctl("list-timers", "--all", "--no-legend").stdout
     for unit in ("tester-touch-l2.timer", "local-touch-touch-l3.timer", "cron-daily-dpkg.timer"):
@@ -108,6 +113,7 @@ def test_a_debian_hosts_cron_imported_and_applied_runs_from_timers(debian_cron):
     for path, unit in ((USER_FILE, "tester-touch-l2.service"), (CROND_FILE, "local-touch-touch-l3.service")):
         wait_until(lambda: ran(path), bool, f"{path} written by {unit}", DEADLINE,
                    context=lambda: c.systemctl("status", unit, check=False).stdout)
+        TIMINGS.setdefault(f"apply -> {unit} ran, systemd {c.release} (s)", time.monotonic() - started)
         wait_until(lambda: c.journal("UNIT=" + unit), lambda entries: any(
             e.get("MESSAGE", "").startswith(("Finished ", "Deactivated successfully")) or "Succeeded" in e.get("MESSAGE", "")
             for e in entries), f"the manager's journal lines on {unit}", DEADLINE)

@@ -90,8 +90,15 @@ class _Refused(Exception):
     pass
 
 
+def printable(text: str) -> str:
+    """A path as one line of the report: a byte that is not UTF-8 as \\xNN, a control
+    character (a newline in a file name) as its escape."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
 def _shown(root: Path, rel: str) -> str:
-    return str(root / rel) if str(root) != "/" else "/" + rel
+    return printable(str(root / rel) if str(root) != "/" else "/" + rel)
 
 
 def _inside(root: Path, rel: str) -> str:
@@ -99,7 +106,7 @@ def _inside(root: Path, rel: str) -> str:
     real_root = os.path.realpath(root)
     real = os.path.realpath(root / rel)
     if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
-        raise _Refused(f"it leads out of the root (to {real}); jobgen does not read through it")
+        raise _Refused(f"it leads out of the root (to {printable(real)}); jobgen does not read through it")
     return real
 
 
@@ -249,7 +256,7 @@ def read_host(root: Path) -> HostCron:
 def _spool_problem(root: Path, rel: str, name: str, passwd: dict[str, int]) -> str | None:
     """Debian's cron (database.c): the file's name is the user; it must exist and own the file."""
     if name not in passwd:
-        return f"cron skips it: no user '{name}' in {_shown(root, PASSWD)} (cron: ORPHAN)"
+        return f"cron skips it: no user '{printable(name)}' in {_shown(root, PASSWD)} (cron: ORPHAN)"
     try:
         st = os.lstat(root / rel)
     except OSError as exc:
