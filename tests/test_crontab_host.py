@@ -288,3 +288,15 @@ def test_job_names_are_valid_stable_and_unique_across_the_host(image, tmp_path):
     ]
     check = _jobgen("check", *(str(p) for p in sorted((tmp_path / "out").iterdir())))
     assert check.returncode == 0, check.stderr
+
+
+def test_links_are_resolved_inside_the_root_never_out_of_it(image, tmp_path):
+    img = str(image)
+    os.symlink("e2scrub_all", image / "etc/cron.d/alias")  # relative, inside the image: read
+    os.symlink("/nonexistent-jobgen/e2scrub_all", image / "etc/cron.d/absolute")  # the host's path: refused
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    lines = r.stdout.splitlines()
+    assert f"{img}/etc/cron.d/alias:2: translated: alias-e2scrub-all-l2 in cron.d-alias.yaml" in lines
+    assert (f"{img}/etc/cron.d/absolute: refused: it leads out of the root (to /nonexistent-jobgen/e2scrub_all); "
+            "jobgen does not read through it") in lines
+    assert r.returncode == 1
