@@ -190,6 +190,7 @@ def test_a_user_crontab_cron_would_skip_is_refused(image, tmp_path):
     (lambda t: None, ["--root", "{t}/nowhere", "-o", "{t}/out"], 2, "jobgen: error: --root {t}/nowhere: does not exist (give the image's root folder; apply does not make it)"),
     (lambda t: None, ["--zone", "Mars/Olympus", "-o", "{t}/out"], 2, "jobgen: error: --zone Mars/Olympus: not a time zone jobgen knows"),
     (lambda t: None, ["tests/crontabs/shop", "-o", "{t}/out"], 2, "jobgen: error: --host reads the host's crontabs itself: give either FILE or --host"),
+    (lambda t: None, ["--user", "shop", "-o", "{t}/out"], 2, "jobgen: error: --host takes each crontab's user and format from where it is: drop --user, --system and --user-crontab"),
 ])  # fmt: skip
 def test_bad_usage_or_output_is_one_line_and_nothing_is_written(image, tmp_path, setup, args, code, message):
     setup(tmp_path)

@@ -51,7 +51,7 @@ def register(app: typer.Typer) -> None:
             err(f"jobgen: error: --zone {zone}: {why}")
             raise typer.Exit(EXIT_INVALID)
         if host or root is not None:
-            raise typer.Exit(import_host(crontab, output, root, zone, force, host))
+            raise typer.Exit(import_host(crontab, output, root, zone, force, host, user, system))
         if crontab is None:
             err("jobgen: error: give a crontab FILE, or --host for the whole host's cron")
             raise typer.Exit(EXIT_INVALID)
@@ -92,16 +92,17 @@ def register(app: typer.Typer) -> None:
 
 
 def import_host(crontab: Optional[Path], output: Optional[Path], root: Optional[Path], zone: Optional[str],
-                force: bool, host: bool) -> int:
+                force: bool, host: bool, user: Optional[str] = None, system: Optional[bool] = None) -> int:
     """--host: every source of the host's cron, one manifest each, one report; the exit code."""
     from jobgen.compiler import write
     from jobgen.host import crontabs as host_cron
     from jobgen.host.apply import root_problem
     from jobgen.tools import crontab_host
 
-    if crontab is not None or not host:
-        err("jobgen: error: --host reads the host's crontabs itself: give either FILE or --host"
-            if crontab is not None else "jobgen: error: --root DIR reads an image's crontabs: give --host too")
+    if crontab is not None or not host or user is not None or system is not None:
+        err("jobgen: error: --host reads the host's crontabs itself: give either FILE or --host" if crontab is not None
+            else "jobgen: error: --root DIR reads an image's crontabs: give --host too" if not host
+            else "jobgen: error: --host takes each crontab's user and format from where it is: drop --user, --system and --user-crontab")
         return EXIT_INVALID
     root = root or Path("/")
     if why := root_problem(root):
