@@ -10,7 +10,7 @@ from typing import Optional
 import typer
 
 from jobgen.cli.app import err
-from jobgen.cli.exits import EXIT_INTERNAL, EXIT_INVALID
+from jobgen.cli.exits import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT
 
 # Some lines were not translated: the manifest holds the others.
 EXIT_PARTIAL = 1
@@ -29,12 +29,23 @@ def _write(path: Path, text: str) -> None:
         raise
 
 
-def import_crontab(crontab: Path, *, output: Optional[Path] = None, user: Optional[str] = None,
+def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, host: bool = False,
+                   root: Optional[Path] = None, zone: Optional[str] = None, user: Optional[str] = None,
                    system: Optional[bool] = None, force: bool = False) -> int:
-    """Translate ``crontab`` into a manifest on stdout or in ``output``; the exit code."""
+    """Translate ``crontab`` (or, with ``host``, every source of the host's cron) into manifests; the exit code."""
     from jobgen.compiler.diagnostics import ManifestError
+    from jobgen.host import crontabs as host_cron
     from jobgen.tools import crontab as tool
+    from jobgen.tools import crontab_dst
 
+    if zone is not None and (why := _zone_problem(zone)):
+        err(f"jobgen: error: --zone {zone}: {why}")
+        return EXIT_INVALID
+    if host or root is not None:
+        return import_host(crontab, output, root, zone, force, host, user, system)
+    if crontab is None:
+        err("jobgen: error: give a crontab FILE, or --host for the whole host's cron")
+        return EXIT_INVALID
     try:
         text = crontab.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
@@ -50,15 +61,21 @@ def import_crontab(crontab: Path, *, output: Optional[Path] = None, user: Option
     except ManifestError as exc:
         err(f"jobgen: internal error: the imported manifest does not validate:\n{exc}")
         return EXIT_INTERNAL
+    zone = zone or host_cron.host_zone(Path("/"))
     for note in imported.notes:
         err(f"{crontab}:{note.line}: note: {note.message}")
+    for job in imported.jobs:  # per line, what its zone's DST changes do differently
+        job_zone = job.timezone or zone
+        if job_zone and not isinstance(job.schedule, dict) and crontab_dst.has_dst(job_zone):
+            for difference in crontab_dst.differences(job.cron_schedule, job.schedule, job_zone):
+                err(f"{crontab}:{job.line}: note: {difference}")
     for problem in sorted(imported.problems, key=lambda p: p.line):
         err(f"{crontab}:{problem.line}: error: {problem.message}")
     if output is None:
         typer.echo(result, nl=False)
     else:
         _write(output, result)
-    n = len(imported.problems)
+    n = len({problem.line for problem in imported.problems})  # lines, not problems: a line can have two
     err(f"jobgen: {len(imported.jobs)} job{'s' if len(imported.jobs) != 1 else ''} imported"
         + (f"; {n} line{'s' if n != 1 else ''} not translated" if n else ""))
     # Nothing imported is not a migration done, even from a file of comments alone.
@@ -68,14 +85,67 @@ def import_crontab(crontab: Path, *, output: Optional[Path] = None, user: Option
 def register(app: typer.Typer) -> None:
     @app.command("import-crontab")
     def _command(
-        crontab: Path = typer.Argument(..., metavar="FILE", help="A crontab: /etc/crontab, a file of /etc/cron.d, or a user crontab."),
-        output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="MANIFEST", help="Write the manifest here (default: standard output)."),
+        crontab: Optional[Path] = typer.Argument(None, metavar="FILE", help="A crontab: /etc/crontab, a file of /etc/cron.d, or a user crontab."),
+        output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="MANIFEST|FOLDER", help="Write the manifest here (default: standard output); with --host, the folder the manifests go into (default: the current one)."),
+        host: bool = typer.Option(False, "--host", help="Import the whole host's cron: /etc/crontab, /etc/cron.d, the run-parts folders, /etc/anacrontab and the user crontabs, one manifest per source."),
+        root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="With --host: read the cron configuration of the image whose root is DIR."),
+        zone: Optional[str] = typer.Option(None, "--zone", metavar="ZONE", help="The time zone jobs without CRON_TZ run in, for the DST report (default: the host's)."),
         user: Optional[str] = typer.Option(None, "--user", help="Owner of a user crontab (its jobs get user: NAME)."),
         system: Optional[bool] = typer.Option(None, "--system/--user-crontab", help="Whether lines have a user column (default: /etc/crontab and cron.d files do)."),
         force: bool = typer.Option(False, "--force", help="Overwrite MANIFEST if it exists."),
     ) -> None:
         """Translate a crontab into a manifest; untranslatable lines are reported with their line number."""
-        raise typer.Exit(import_crontab(crontab, output=output, user=user, system=system, force=force))
+        raise typer.Exit(import_crontab(crontab, output=output, host=host, root=root, zone=zone, user=user,
+                                        system=system, force=force))
+
+
+def import_host(crontab: Optional[Path], output: Optional[Path], root: Optional[Path], zone: Optional[str],
+                force: bool, host: bool, user: Optional[str] = None, system: Optional[bool] = None) -> int:
+    """--host: every source of the host's cron, one manifest each, one report; the exit code."""
+    from jobgen.compiler import write
+    from jobgen.host import crontabs as host_cron
+    from jobgen.host.apply import root_problem
+    from jobgen.tools import crontab_host
+
+    if crontab is not None or not host or user is not None or system is not None:
+        err("jobgen: error: --host reads the host's crontabs itself: give either FILE or --host" if crontab is not None
+            else "jobgen: error: --root DIR reads an image's crontabs: give --host too" if not host
+            else "jobgen: error: --host takes each crontab's user and format from where it is: drop --user, --system and --user-crontab")
+        return EXIT_INVALID
+    root = root or Path("/")
+    if why := root_problem(root):
+        err(f"jobgen: error: --root {root}: {why}")
+        return EXIT_INVALID
+    folder = output or Path(".")
+    if not folder.is_dir():  # made by no one but the operator: a typo must not scatter manifests
+        what = "does not exist" if not os.path.lexists(folder) else "is not a folder"
+        err(f"jobgen: error: cannot write {folder}: it {what}; nothing written")
+        return EXIT_OUTPUT
+    cron = host_cron.read_host(root)
+    result = crontab_host.import_host(cron, zone or cron.zone)
+    files = {name: text.encode() for name, text in result.files.items()}
+    try:
+        with write.locked(folder, ("",), dry=False) as _:
+            changes = write.compare(folder, files)
+            if not force and (kept := [c.path for c in changes if c.action == write.UPDATE]):
+                err(f"jobgen: error: {folder / kept[0]} exists and differs; pass --force to overwrite it; nothing written")
+                return EXIT_INVALID
+            write.apply(folder, changes)
+    except write.OutputError as exc:
+        err(f"jobgen: error: {exc}; nothing written")
+        return EXIT_OUTPUT
+    for line in result.report:
+        typer.echo(line)
+    err(f"jobgen: {result.jobs} job{'s' if result.jobs != 1 else ''} imported into {len(files)} "
+        f"manifest{'s' if len(files) != 1 else ''} in {folder}"
+        + (f"; {result.refused} refused" if result.refused else ""))
+    return EXIT_PARTIAL if result.refused or not result.jobs else EXIT_OK
+
+
+def _zone_problem(zone: str) -> str | None:
+    from jobgen.compiler import timespec
+
+    return None if timespec.timezone_is_valid(zone) else "not a time zone jobgen knows"
 
 
 def _is_user(name: str) -> bool:

@@ -449,17 +449,54 @@ def _differs(s: cron.CronSchedule, calendar: str, engine, start: datetime, end: 
     return None
 
 
+# The name of a job says what it runs. In a shell command that is the first simple command
+# that is not a guard: `test -e /run/systemd/system || /sbin/e2scrub_all` runs e2scrub_all, not
+# "system"; `cd / && run-parts /etc/cron.daily` runs the folder's scripts: "cron-daily".
+_SEPARATORS = re.compile(r"&&|\|\||[;|&(){}\n]")
+_KEYWORDS = frozenset("if then else elif fi do done while until ! time".split())  # sh(1) reserved words
+_GUARDS = frozenset({"test", "[", "[[", "cd", ":", "true", "false", "exit", "echo", "sleep", "sh", "bash"})
+_WRAPPERS = frozenset("exec nice ionice env nohup timeout chronic".split())  # options, then the program
+_SKIPPED_WORD = re.compile(r"-.*|[0-9.]+[smhd]?|[A-Za-z_][A-Za-z0-9_]*=.*")  # an option, a number, NAME=value
+STEM_MAX = 60  # a name stays far below limits.NAME whatever the file's name
+BASE_MAX = 40
+
+
+def program(command: tuple[str, ...]) -> str:
+    """What a job runs, for its name: the program, or the script or folder a shell runs."""
+    if not (len(command) == 3 and command[1] == "-c"):
+        return command[0]
+    for part in _SEPARATORS.split(command[2]):
+        words = [w.strip("'\"") for w in part.split()]
+        while words and (words[0] in _KEYWORDS or _SKIPPED_WORD.fullmatch(words[0])):
+            words = words[1:]
+        while words and words[0].rsplit("/", 1)[-1] in _WRAPPERS:
+            words = words[1:]
+            while words and _SKIPPED_WORD.fullmatch(words[0]):
+                words = words[1:]
+        if not words or words[0].rsplit("/", 1)[-1] in _GUARDS or words[0].startswith(("<", ">")):
+            continue
+        if words[0].rsplit("/", 1)[-1] == "run-parts":
+            folders = [w for w in words[1:] if not w.startswith("-")]
+            return folders[-1] if folders else words[0]
+        return words[0]
+    return ""  # nothing but guards and assignments: the name says "job"
+
+
+def name_part(text: str, limit: int, default: str) -> str:
+    """Text as a part of a job name: lower case letters, digits and '-' (a valid unit name
+    whatever the text: systemd.unit(5)), at most `limit` characters."""
+    return _NAME_PART.sub("-", text.lower())[:limit].strip("-") or default
+
+
 def _name(stem: str, command: tuple[str, ...], number: int) -> str:
-    """A readable unit name: the program (or the script the shell runs) and the line number."""
-    program = command[0]
-    if len(command) == 3 and command[1] == "-c":
-        words = command[2].split()
-        # The first absolute path that is not a folder to cd into or a file to redirect to.
-        paths = [w for before, w in zip(["", *words], words)
-                 if w.startswith("/") and before not in ("cd", ">", ">>", "<", "2>", "-d")]
-        program = paths[0].rstrip(";") if paths else (words[0] if words else program)
-    base = _NAME_PART.sub("-", program.rsplit("/", 1)[-1].lower()).strip("-") or "job"
-    return f"{_NAME_PART.sub('-', stem.lower()).strip('-') or 'cron'}-{base[:40]}-l{number}"
+    """A readable unit name: the source's stem, what the line runs and the line number."""
+    base = name_part(program(command).rstrip("/").rsplit("/", 1)[-1], BASE_MAX, "job")
+    return f"{name_part(stem, STEM_MAX, 'cron')}-{base}-l{number}"
+
+
+def unique_name(name: str, taken: set[str]) -> str:
+    """`name`, or `name-2`, `name-3`, ...: the first one not taken."""
+    return _unique(name, taken)
 
 
 # --------------------------------------------------------------------------- the manifest

@@ -1,0 +1,266 @@
+"""`jobgen import-crontab --host`: the cron configuration of a host (or of an image root), read
+as cron reads it.
+
+Impure: this reads files; tools/crontab_host.py turns what it read into manifests. What is
+read, and what cron would skip:
+
+* /etc/crontab, and /etc/cron.d/* whose names run-parts(8) would run: letters, digits, '_'
+  and '-' only (Debian's cron(8): "they must conform to the filename requirements of
+  run-parts"), so dotfiles, `name~` backups and `name.dpkg-old` are skipped, as they are by
+  systemd-cron's generator, which skips dotfiles, backups and package manager leftovers;
+* /etc/cron.{hourly,daily,weekly,monthly}: the executable regular files run-parts runs, by the
+  same naming rule (run-parts(8) without --lsbsysinit), in its order (C locale, by name);
+* /etc/anacrontab;
+* /var/spool/cron/crontabs/USER: the file name is the user (Debian's cron: getpwnam(name)),
+  and cron skips a file that user does not own ("WRONG FILE OWNER") or whose user does not
+  exist ("ORPHAN"); users are looked up in the root's own /etc/passwd.
+
+Every path is read under ROOT and a link is resolved inside it as this host sees it, never
+out of it (the rule of compiler/write.check_folder, which `apply --root` keeps): an absolute
+link in an image is refused rather than followed to the host's file. A file that cannot be
+read (a FIFO, a device, binary, too large, unreadable, a link loop) is one Unread with the
+reason, and the rest is read.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import re
+import stat
+from dataclasses import dataclass, field
+from pathlib import Path
+
+ETC_CRONTAB = "etc/crontab"
+CRON_D = "etc/cron.d"
+ANACRONTAB = "etc/anacrontab"
+SPOOL = "var/spool/cron/crontabs"
+PASSWD = "etc/passwd"
+RUN_PARTS = ("hourly", "daily", "weekly", "monthly")  # etc/cron.PERIOD
+ANACRON = "usr/sbin/anacron"  # Debian's /etc/crontab: `test -x /usr/sbin/anacron || run-parts ...`
+TIMEZONE_FILES = ("etc/timezone", "etc/localtime")  # Debian's name of the zone, then the link
+MAX_BYTES = 1 << 20  # a crontab larger than 1 MiB is not one an operator wrote
+# run-parts(8): "the names must consist entirely of ASCII upper- and lower-case letters,
+# ASCII digits, ASCII underscores, and ASCII minus-hyphens"; Debian's cron(8) holds
+# /etc/cron.d file names to the same rule.
+RUN_PARTS_NAME = re.compile(r"[A-Za-z0-9_-]+")
+SKIP_REASON = "cron skips it: a name of letters, digits, '_' and '-' only is read (run-parts(8), Debian cron(8))"
+
+
+@dataclass(frozen=True)
+class Unread:
+    path: str  # as shown: the root joined with the path
+    reason: str
+
+
+@dataclass(frozen=True)
+class Crontab:
+    path: str  # as shown
+    rel: str  # the path inside the root, e.g. etc/cron.d/php
+    text: str
+    user: str | None = None  # a user crontab's owner
+
+
+@dataclass(frozen=True)
+class Folder:
+    """A run-parts folder: the scripts run-parts would run, in its order."""
+
+    path: str
+    rel: str
+    period: str  # hourly, daily, weekly, monthly
+    scripts: tuple[str, ...]
+
+
+@dataclass
+class HostCron:
+    root: Path
+    crontab: Crontab | None = None
+    cron_d: list[Crontab] = field(default_factory=list)
+    anacrontab: Crontab | None = None
+    spool: list[Crontab] = field(default_factory=list)
+    folders: list[Folder] = field(default_factory=list)
+    unread: list[Unread] = field(default_factory=list)
+    skipped: list[Unread] = field(default_factory=list)  # names cron itself skips
+    anacron: bool = False  # /usr/sbin/anacron is executable: Debian's /etc/crontab leaves the daily/weekly/monthly runs to it
+    zone: str | None = None  # the host's time zone, when it can be told
+    users: frozenset[str] = frozenset()
+
+
+class _Refused(Exception):
+    pass
+
+
+def printable(text: str) -> str:
+    """A path as one line of the report: a byte that is not UTF-8 as \\xNN, a control
+    character (a newline in a file name) as its escape."""
+    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
+    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+
+
+def _shown(root: Path, rel: str) -> str:
+    return printable(str(root / rel) if str(root) != "/" else "/" + rel)
+
+
+def _inside(root: Path, rel: str) -> str:
+    """The real path of ROOT/rel, refused when a link on the way leads out of the root."""
+    real_root = os.path.realpath(root)
+    real = os.path.realpath(root / rel)
+    if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
+        raise _Refused(f"it leads out of the root (to {printable(real)}); jobgen does not read through it")
+    return real
+
+
+def _reason(exc: OSError) -> str:
+    if exc.errno == errno.ELOOP:
+        return "a loop of symbolic links"
+    return exc.strerror or str(exc)
+
+
+def _read(root: Path, rel: str) -> str:
+    """A text file under the root, or _Refused with the one reason it cannot be read."""
+    real = _inside(root, rel)
+    try:
+        # O_NONBLOCK: a FIFO planted in the folder must not hang the import (open(2)).
+        fd = os.open(real, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        raise _Refused(f"cannot be read: {_reason(exc)}") from None
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise _Refused("not a regular file")
+        if st.st_size > MAX_BYTES:
+            raise _Refused(f"{st.st_size} bytes, more than a crontab's {MAX_BYTES}: not read")
+        data = os.read(fd, MAX_BYTES + 1)
+    except OSError as exc:
+        raise _Refused(f"cannot be read: {_reason(exc)}") from None
+    finally:
+        os.close(fd)
+    if b"\0" in data:
+        raise _Refused("a binary file (it holds NUL bytes), not a crontab")
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise _Refused(f"not UTF-8 text (byte {exc.start})") from None
+
+
+def _listing(root: Path, rel: str, out: HostCron) -> list[str] | None:
+    """The names in a folder, sorted as run-parts sorts them (C locale), or None (reported
+    unless the folder does not exist)."""
+    try:
+        real = _inside(root, rel)
+        names = os.listdir(real)
+    except FileNotFoundError:
+        return None
+    except NotADirectoryError:
+        out.unread.append(Unread(_shown(root, rel), "not a folder"))
+        return None
+    except _Refused as exc:
+        out.unread.append(Unread(_shown(root, rel), str(exc)))
+        return None
+    except OSError as exc:
+        out.unread.append(Unread(_shown(root, rel), f"cannot be read: {_reason(exc)}"))
+        return None
+    return sorted(names, key=lambda n: n.encode("utf-8", "surrogateescape"))
+
+
+def _file(root: Path, rel: str, out: HostCron, user: str | None = None, missing_ok: bool = True) -> Crontab | None:
+    if not os.path.lexists(root / rel) and missing_ok:
+        return None
+    try:
+        return Crontab(_shown(root, rel), rel, _read(root, rel), user)
+    except _Refused as exc:
+        out.unread.append(Unread(_shown(root, rel), str(exc)))
+        return None
+
+
+def _passwd(root: Path) -> dict[str, int]:
+    try:
+        text = _read(root, PASSWD)
+    except _Refused:
+        return {}
+    users = {}
+    for line in text.splitlines():
+        parts = line.split(":")
+        if len(parts) >= 3 and parts[2].isdigit():
+            users.setdefault(parts[0], int(parts[2]))
+    return users
+
+
+def host_zone(root: Path) -> str | None:
+    """The zone name /etc/timezone holds, else the one /etc/localtime links to."""
+    try:
+        name = _read(root, TIMEZONE_FILES[0]).strip()
+        if name:
+            return name
+    except _Refused:
+        pass
+    try:
+        target = os.readlink(root / TIMEZONE_FILES[1])
+    except OSError:
+        return None
+    _, found, zone = target.partition("zoneinfo/")
+    return zone if found and zone else None
+
+
+def _executable(root: Path, rel: str) -> bool:
+    try:
+        real = _inside(root, rel)
+        st = os.stat(real)
+    except (_Refused, OSError):
+        return False
+    return stat.S_ISREG(st.st_mode) and bool(st.st_mode & 0o111)
+
+
+def read_host(root: Path) -> HostCron:
+    """Everything cron reads on the host whose root is ROOT."""
+    out = HostCron(root)
+    passwd = _passwd(root)
+    out.users = frozenset(passwd)
+    out.zone = host_zone(root)
+    out.anacron = _executable(root, ANACRON)
+    out.crontab = _file(root, ETC_CRONTAB, out)
+    for name in _listing(root, CRON_D, out) or ():
+        rel = f"{CRON_D}/{name}"
+        if not RUN_PARTS_NAME.fullmatch(name):
+            out.skipped.append(Unread(_shown(root, rel), SKIP_REASON))
+        elif (crontab := _file(root, rel, out)) is not None:
+            out.cron_d.append(crontab)
+    for period in RUN_PARTS:
+        rel = f"etc/cron.{period}"
+        names = _listing(root, rel, out)
+        if names is None:
+            continue
+        scripts = []
+        for name in names:
+            if not RUN_PARTS_NAME.fullmatch(name):
+                out.skipped.append(Unread(_shown(root, f"{rel}/{name}"), SKIP_REASON))
+            elif _executable(root, f"{rel}/{name}"):
+                scripts.append(name)
+            else:
+                out.skipped.append(Unread(_shown(root, f"{rel}/{name}"), "run-parts skips it: not an executable regular file"))
+        out.folders.append(Folder(_shown(root, rel), rel, period, tuple(scripts)))
+    out.anacrontab = _file(root, ANACRONTAB, out)
+    for name in _listing(root, SPOOL, out) or ():
+        rel = f"{SPOOL}/{name}"
+        if name.startswith("."):  # crontab(1)'s temporary files; cron skips them
+            out.skipped.append(Unread(_shown(root, rel), "cron skips it: a hidden file (crontab(1)'s temporary files)"))
+            continue
+        if (why := _spool_problem(root, rel, name, passwd)) is not None:
+            out.unread.append(Unread(_shown(root, rel), why))
+            continue
+        if (crontab := _file(root, rel, out, user=name)) is not None:
+            out.spool.append(crontab)
+    return out
+
+
+def _spool_problem(root: Path, rel: str, name: str, passwd: dict[str, int]) -> str | None:
+    """Debian's cron (database.c): the file's name is the user; it must exist and own the file."""
+    if name not in passwd:
+        return f"cron skips it: no user '{printable(name)}' in {_shown(root, PASSWD)} (cron: ORPHAN)"
+    try:
+        st = os.lstat(root / rel)
+    except OSError as exc:
+        return f"cannot be read: {_reason(exc)}"
+    if stat.S_ISREG(st.st_mode) and st.st_uid != passwd[name]:
+        return f"cron skips it: owned by uid {st.st_uid}, not by {name} (uid {passwd[name]}; cron: WRONG FILE OWNER)"
+    return None
