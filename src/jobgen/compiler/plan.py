@@ -300,7 +300,7 @@ class _Unit:
         """Write ``key=value`` if the target has both; returns what was written (a
         fallback value, or None when nothing was)."""
         if _open(self.ctx.target, section, key):
-            self._store(section, key, value)
+            self._store(section, ((key, value),), {key: _text(value)})
             return value
         if (section, key) not in _EMITTED:
             raise ValueError(f"[{section}] {key}= is not in plan.EMITTED")  # a jobgen bug
@@ -309,19 +309,20 @@ class _Unit:
             return None
         gated = self._gated(section, key, value, pos, feature)
         if gated is not None:
-            self._store(section, key, gated)
+            self._store(section, ((key, gated),), {key: _text(gated)})
         return gated
 
-    def _store(self, section: str, key: str, value: Value) -> None:
-        """The one place a directive is stored: only what came through ``set``."""
-        self.sections.setdefault(section, []).append((key, value))
-        self.written[key] = _text(value)
+    def _store(self, section: str, rows: tuple[tuple[str, Value], ...], texts: dict[str, str]) -> None:
+        """The one place directives are stored: only what came through ``set``.
+        ``texts``: directive -> _text of its last value in ``rows``."""
+        self.sections.setdefault(section, []).extend(rows)
+        self.written.update(texts)
 
     def set_block(self, block: "_Block", pos: Pos) -> None:
         """Write a block worked out once for the target (``_block``): its rows as they
         came through ``set``, its notes at ``pos``, as ``set`` row by row would have."""
-        for section, key, value in block.rows:
-            self._store(section, key, value)
+        for section, rows, texts in block.sections:
+            self._store(section, rows, texts)
         for message in block.notes:
             self.ctx.note(pos, message)
 
@@ -346,6 +347,15 @@ class _Block:
 
     rows: tuple[tuple[str, str, Value], ...]
     notes: tuple[str, ...]
+
+    @functools.cached_property
+    def sections(self) -> tuple[tuple[str, tuple[tuple[str, Value], ...], dict[str, str]], ...]:
+        """The rows by section, in order, each with its directives' last texts (_Unit._store)."""
+        return tuple(
+            (section, rows, {key: _text(value) for key, value in rows})
+            for section in dict.fromkeys(s for s, _, _ in self.rows)
+            for rows in [tuple((key, value) for s, key, value in self.rows if s == section)]
+        )
 
 
 @functools.lru_cache(maxsize=None)
