@@ -233,6 +233,17 @@ def test_old_targets_get_the_strict_profile_with_fallbacks_noted_once_per_manife
     assert len(services) == 3 and all(b"ProtectSystem=full\n" in f and b"ProtectSystem=strict" not in f for f in services)
 
 
+def test_a_block_notes_a_fallback_as_often_as_set_does() -> None:
+    # Two rows of one directive the target lacks: two notes of it, as row by row.
+    rows = (("Service", "ProtectProc", Raw("invisible")), ("Service", "ProtectProc", Raw("noaccess")))
+    block = plan._block(parse_target("245"), rows)
+    assert block.rows == () and len(block.notes) == 2
+    ctx = plan._Context(parse_target("245"), plan.DEFAULT_HOLDER, POS)
+    plan._Unit(ctx, "j.service", "service").set_block(block, POS)
+    assert [d.message for d in ctx.notes()] == _row_by_row("245", rows)[1]
+    assert ctx.notes()[0].message.endswith("(and 1 more in this manifest)")
+
+
 def test_a_block_whose_answer_depends_on_the_unit_or_names_the_job_is_asked_per_unit() -> None:
     # Restart='s gate reads the unit's Type= (VALUE_MATCHERS "restart of a oneshot"), and
     # an error names the job: neither can be worked out once for every unit.

@@ -374,7 +374,8 @@ def _block(target: Target, rows: tuple[tuple[str, str, Value], ...]) -> _Block |
             written.append((section, key, done))
     if ctx.diags:
         return None
-    return _Block(tuple(written), tuple(ctx._noted))
+    # Each note as often as set made it: the manifest's note counts every one.
+    return _Block(tuple(written), tuple(message for message, (_, count) in ctx._noted.items() for _ in range(count)))
 
 
 class _Context:
