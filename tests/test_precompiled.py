@@ -78,3 +78,17 @@ def test_a_checkout_has_no_compiled_templates_and_compiles_them() -> None:
 
 def test_the_filters_compiled_against_are_the_ones_render_defines() -> None:
     assert set(precompiled.FILTER_NAMES) <= set(render._environment().filters)
+
+
+def test_a_template_sees_only_what_render_passes_and_an_unknown_name_is_an_error(monkeypatch) -> None:
+    # render_file gives a template a context of its own names only (not jinja2's globals):
+    # a name it does not pass, `range` here, must fail loudly, never render as empty text.
+    from jobgen.compiler.plan import UnitFile
+
+    env = render._environment()
+    monkeypatch.setattr(render, "_template", lambda kind: env.from_string("{{ header }} {{ unit.filename }} {{ range }}"))
+    unit = UnitFile("a.service", "service")
+    with pytest.raises(jinja2.UndefinedError, match="'range' is undefined"):
+        render.render_file(None, unit, {"header": "# h"})
+    monkeypatch.setattr(render, "_template", lambda kind: env.from_string("{{ header }} {{ unit.filename }}"))
+    assert render.render_file(None, unit, {"header": "# h"}) == b"# h a.service\n"

@@ -54,7 +54,12 @@ def render_file(plan: Plan, unit: UnitFile, common: dict[str, str] | None = None
     """One file's bytes. ``common``: what every file of the plan shares (``_common``),
     computed once by ``render`` for all of them."""
     template = _template(unit.kind)
-    text = template.render(unit=unit, **(common or _common(plan)))
+    # What Template.render does, less a copy of jinja2's globals into every file's context
+    # (shared=True: the templates use only the names passed here; any other is undefined,
+    # and StrictUndefined makes that an error) and less its traceback rewriting: a quarter
+    # of the time of 2,001 files.
+    context = template.new_context({"unit": unit, **(common or _common(plan))}, shared=True)
+    text = "".join(template.root_render_func(context))
     return (text.rstrip("\n") + "\n").encode("utf-8")
 
 
