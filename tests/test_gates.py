@@ -191,3 +191,62 @@ def test_one_note_per_fallback_per_manifest(tmp_path: Path) -> None:
         f"{manifest}:4:3: note: DeferReactivation= needs systemd >= 257; target is 252: "
         "emulated with ExecCondition= (README: Overrun) (and 999 more in this manifest)"
     ]
+
+
+# --------------------------------------------------------------------------- blocks asked once
+# The hardening profile's gates are asked once per target (plan._block) and the answer is
+# written into every job's unit: it must be exactly what set, row by row, writes and notes.
+
+
+def _row_by_row(target: str, rows) -> tuple[list, list[str]]:
+    ctx = plan._Context(parse_target(target), plan.DEFAULT_HOLDER, POS)
+    unit = plan._Unit(ctx, "j.service", "service")
+    for section, key, value in rows:
+        unit.set(section, key, value, POS)
+    assert ctx.diags == []
+    return unit.sections.get("Service", []), [d.message for d in ctx.notes()]
+
+
+@pytest.mark.parametrize("target", [str(FIRST_RELEASE), "231", "239", "245", "247", "252", "257", ">=252", "debian-12"])
+@pytest.mark.parametrize("profile", ["none", "default", "strict"])
+def test_a_hardening_block_is_what_set_writes_row_by_row(target, profile) -> None:
+    rows = plan._hardening_rows(profile)
+    block = plan._block(parse_target(target), rows)
+    ctx = plan._Context(parse_target(target), plan.DEFAULT_HOLDER, POS)
+    unit = plan._Unit(ctx, "j.service", "service")
+    unit.set_block(block, POS)
+    assert (unit.sections.get("Service", []), [d.message for d in ctx.notes()]) == _row_by_row(target, rows)
+
+
+def test_old_targets_get_the_strict_profile_with_fallbacks_noted_once_per_manifest(tmp_path) -> None:
+    # 231 lacks ProtectSystem=strict (232) and many strict directives: each is left out
+    # with one note for the manifest, however many jobs ask, at the first job's key.
+    jobs = "".join(f"  j{i}:\n    command: [/bin/true]\n    schedule: daily\n    hardening: strict\n" for i in range(3))
+    path = tmp_path / "m.yaml"
+    path.write_text(f"jobgen: 1\ntarget: {{systemd: '231'}}\njobs:\n{jobs}")
+    result = pipeline.build(str(path))
+    notes = [d.message for d in result.diagnostics]
+    assert "ProtectSystem=strict needs systemd >= 232; target is 231: ProtectSystem=full (and 2 more in this manifest)" in notes
+    assert {str(d.pos) for d in result.diagnostics if "ProtectSystem" in d.message} == {f"{path}:7:5"}  # the first job's hardening key
+    services = [f for name, f in result.files.items() if name.endswith(".service")]
+    assert len(services) == 3 and all(b"ProtectSystem=full\n" in f and b"ProtectSystem=strict" not in f for f in services)
+
+
+def test_a_block_notes_a_fallback_as_often_as_set_does() -> None:
+    # Two rows of one directive the target lacks: two notes of it, as row by row.
+    rows = (("Service", "ProtectProc", Raw("invisible")), ("Service", "ProtectProc", Raw("noaccess")))
+    block = plan._block(parse_target("245"), rows)
+    assert block.rows == () and len(block.notes) == 2
+    ctx = plan._Context(parse_target("245"), plan.DEFAULT_HOLDER, POS)
+    plan._Unit(ctx, "j.service", "service").set_block(block, POS)
+    assert [d.message for d in ctx.notes()] == _row_by_row("245", rows)[1]
+    assert ctx.notes()[0].message.endswith("(and 1 more in this manifest)")
+
+
+def test_a_block_whose_answer_depends_on_the_unit_or_names_the_job_is_asked_per_unit() -> None:
+    # Restart='s gate reads the unit's Type= (VALUE_MATCHERS "restart of a oneshot"), and
+    # an error names the job: neither can be worked out once for every unit.
+    assert plan._block(parse_target("243"), (("Service", "Restart", Raw("on-failure")),)) is None
+    assert plan._block(parse_target("257"), (("Service", "ExecStart", Exec(("/bin/true",), "|")),)) is None
+    # Where the target has no such gate left, the same rows are one block.
+    assert plan._block(parse_target("252"), (("Service", "Restart", Raw("on-failure")),)).rows == (("Service", "Restart", Raw("on-failure")),)

@@ -148,3 +148,94 @@ STAGES = {f"jobgen.compiler.{s}" for s in ("load", "validate", "plan", "render")
 def test_commands_compile_through_the_pipeline(module):
     assert sorted(GRAPH[module] & STAGES) == []
     assert "jobgen.compiler.pipeline" in GRAPH[module] | {d for m in GRAPH[module] if m.startswith("jobgen.cli") for d in GRAPH[m]}
+
+
+# --------------------------------------------------------------------------- what a command loads
+# What `jobgen render` and `jobgen check` import, seen in a fresh interpreter (sys.modules
+# when the command ends). Every module is start-up time paid on each render: what the
+# compile does not use must not load. Some of what loads is typer's and jinja2's own, at
+# their import, whoever imports them: typer.core imports difflib, typer._click.core inspect
+# (with ast, dis), typer.main platform and uuid; jinja2/__init__ imports jinja2.bccache,
+# which imports pickle and tempfile (README "Performance"). Those are the floor, measured
+# here as what `import typer, jinja2, yaml` loads; what jobgen adds on top of it is judged.
+
+_MODULES_AT_EXIT = """
+import atexit, sys
+out = sys.argv.pop(1)
+atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))
+sys.argv[0] = "jobgen"
+from jobgen.cli import main
+main()
+"""
+_FLOOR = "import sys, typer, jinja2, yaml; print('\\n'.join(sorted(sys.modules)))"
+MANIFEST = "jobgen: 1\ntarget: {systemd: '252'}\njobs:\n  backup:\n    command: [/usr/bin/backup]\n    schedule: daily\n"
+
+# Never on these paths, whoever would import them: TLS and HMAC (no network, no secret
+# is made), the zone database and sysconfig (only a manifest naming a time zone needs
+# them), packaging (only a target written as a range needs it), sockets, logging.
+NEVER = {"ssl", "_ssl", "hmac", "secrets", "zoneinfo", "sysconfig", "packaging", "socket", "logging", "email"}
+# Not added by jobgen to what typer and jinja2 load: pickle, difflib (--diff imports it),
+# subprocess, ctypes (only a write syncs through it, write._syncfs), tempfile.
+NOT_OURS = {"pickle", "difflib", "subprocess", "ctypes", "tempfile", "random", "inspect", "json.decoder"}
+OTHER_COMMANDS = {"jobgen.cli.apply", "jobgen.cli.run", "jobgen.cli.queue", "jobgen.cli.plan", "jobgen.cli.status",
+                  "jobgen.cli.import_crontab", "jobgen.cli.schema", "jobgen.cli.lock", "jobgen.cli.directives"}
+
+
+def _loaded(tmp_path: Path, *args: str) -> set[str]:
+    import subprocess
+    import sys
+
+    out = tmp_path / "modules.txt"
+    r = subprocess.run([sys.executable, "-c", _MODULES_AT_EXIT, str(out), *args], capture_output=True, text=True, cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    return set(out.read_text().split())
+
+
+@pytest.fixture(scope="module")
+def floor() -> set[str]:
+    import subprocess
+    import sys
+
+    return set(subprocess.run([sys.executable, "-c", _FLOOR], capture_output=True, text=True, check=True).stdout.split())
+
+
+@pytest.fixture
+def manifest(tmp_path: Path) -> Path:
+    path = tmp_path / "jobs.yaml"
+    path.write_text(MANIFEST)
+    return path
+
+
+def test_the_floor_is_what_the_comments_say(floor):
+    # If typer or jinja2 stop importing these, NOT_OURS can become NEVER.
+    assert {"difflib", "pickle", "inspect"} <= floor
+
+
+def test_render_loads_only_its_own_command_and_nothing_unused(tmp_path, manifest, floor):
+    loaded = _loaded(tmp_path, "render", str(manifest), "-o", str(tmp_path / "out"), "-q", "--no-cache")
+    assert (tmp_path / "out" / "backup.service").is_file()
+    assert loaded & NEVER == set()
+    assert (loaded - floor) & NOT_OURS == {"ctypes"}  # the write's syncfs
+    assert loaded & OTHER_COMMANDS == set()
+    assert {m for m in loaded if m.startswith(("jobgen.tools", "jobgen.host", "jobgen.runtime"))} == set()
+    assert {"jinja2.compiler", "jinja2.lexer", "jinja2.parser"} <= loaded  # jinja2/__init__ imports them
+
+
+def test_an_unchanged_render_writes_nothing_and_loads_no_ctypes(tmp_path, manifest, floor):
+    args = ("render", str(manifest), "-o", str(tmp_path / "out"), "-q")
+    _loaded(tmp_path, *args)
+    loaded = _loaded(tmp_path, *args)  # the render cache's case
+    assert loaded & NEVER == set()
+    assert (loaded - floor) & NOT_OURS == set()
+
+
+def test_check_loads_only_its_own_command_and_nothing_unused(tmp_path, manifest, floor):
+    loaded = _loaded(tmp_path, "check", str(manifest))
+    assert loaded & NEVER == set()
+    assert (loaded - floor) & NOT_OURS == set()
+    assert loaded & (OTHER_COMMANDS | {"jobgen.cli.render", "jobgen.compiler.write", "jobgen.compiler.cache"}) == set()
+
+
+def test_help_still_lists_every_command(tmp_path):
+    loaded = _loaded(tmp_path, "--help")
+    assert OTHER_COMMANDS <= loaded

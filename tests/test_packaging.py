@@ -25,6 +25,9 @@ def test_wheel_ships_templates_and_renders_from_them(tmp_path: Path) -> None:
     names = zipfile.ZipFile(wheel).namelist()
     templates = sorted(n for n in names if n.startswith("jobgen/templates/"))
     assert templates == sorted(f"jobgen/templates/{p.name}" for p in (ROOT / "templates").iterdir())
+    # and compiled (hatch_build.py, compiler/precompiled.py): one module per template and the stamp
+    compiled = sorted(n for n in names if n.startswith("jobgen/_templates/"))
+    assert len(compiled) == len(templates) + 1 and "jobgen/_templates/SOURCES" in compiled
     zipfile.ZipFile(wheel).extractall(tmp_path / "site")
     out = tmp_path / "out"
     # -S: no site module, so the editable install's .pth finder is not loaded; the wheel's
@@ -35,6 +38,7 @@ def test_wheel_ships_templates_and_renders_from_them(tmp_path: Path) -> None:
         "import pathlib; from jobgen.compiler import render; "
         "assert render.template_dir() == pathlib.Path(render.__file__).resolve().parents[1] / 'templates', render.template_dir(); "
         "assert 'site' in render.__file__, render.__file__; "
+        "import jinja2; assert isinstance(render._environment().loader, jinja2.ModuleLoader), render._environment().loader; "
         "from jobgen.cli import main; sys.argv = ['jobgen'] + sys.argv[1:]; main()"
     )
     r = subprocess.run(

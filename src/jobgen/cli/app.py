@@ -31,6 +31,8 @@ from jobgen.cli.exits import EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_I
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
 COMMANDS = ("render", "check", "run", "apply", "queue", "plan", "status", "import_crontab", "schema", "lock", "directives", "completion")
+# A command whose name is not its module's (every other command is the module's name).
+OTHER_NAMES = {"import-crontab": "import_crontab", "enqueue": "queue"}
 JSON_FORMAT = 1  # "format" in every JSON document; raised when a field changes meaning
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 # The click typer runs on: the click package up to typer 0.2x, its own copy since. Its
@@ -148,8 +150,23 @@ def _version_cb(value: bool) -> None:
         raise typer.Exit(EXIT_OK)
 
 
-@lru_cache(maxsize=1)
-def app() -> typer.Typer:
+def command_module(argv: list[str]) -> str | None:
+    """The module of the command ``argv`` names, or None (no command, --help, a typo).
+
+    The root has no option that takes a value (--version, --help), so the first word that
+    is not an option is the command."""
+    word = next((a for a in argv if not a.startswith("-")), None)
+    if word is None:
+        return None
+    name = OTHER_NAMES.get(word, word)
+    return name if name in COMMANDS else None
+
+
+@lru_cache(maxsize=None)
+def app(only: str | None = None) -> typer.Typer:
+    """The app with every command, or with ``only`` that command's module: `jobgen render`
+    does not import the other commands' modules and what they import (bench/results.md);
+    the same typer app parses it, so its options and help are the same."""
     the_app = typer.Typer(
         pretty_exceptions_enable=False,
         rich_markup_mode=None,  # plain help: readable metavars (MANIFEST..., DIR), no type column
@@ -165,7 +182,7 @@ def app() -> typer.Typer:
     ) -> None:
         pass
 
-    for name in COMMANDS:
+    for name in COMMANDS if only is None else (only,):
         importlib.import_module(f"jobgen.cli.{name}").register(the_app)
     return the_app
 
@@ -188,7 +205,7 @@ def run(argv: list[str]) -> int:
     """Run a command; turn every outcome that is not a clean exit into one answer."""
     as_json = _wants_json(argv)
     try:
-        the_app = app()
+        the_app = app(command_module(argv))
         _fewer_collections()
         code = the_app(args=argv, prog_name="jobgen", standalone_mode=False)
     except CliError as exc:

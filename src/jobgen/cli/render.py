@@ -50,10 +50,13 @@ def _holder_check(chosen, output: Path, holder: str):
     import sys
 
     from jobgen.compiler import layout
+
+    if not layout.read_by_this_host(chosen, os.path.realpath(output)):
+        return None
     from jobgen.host import apply as host
     from jobgen.runtime import spawn
 
-    if not layout.read_by_this_host(chosen, os.path.realpath(output)) or host.holder_present(holder, Path("/"), False):
+    if host.holder_present(holder, Path("/"), False):
         return None
     running = spawn.running_jobgen(sys.argv[0])
     return lambda result: host.holder_warnings(result, holder, Path("/"), False, running)

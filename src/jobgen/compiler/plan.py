@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import os
 from dataclasses import dataclass, field, replace
+from collections.abc import Iterator, Mapping
 from typing import Any, Callable
 
 from jobgen.compiler import escape, limits, names, notify, timespec
@@ -31,7 +32,7 @@ from jobgen.compiler.hardening import HARDENING
 from jobgen.compiler.hardening import STRICT as _HARDENING_STRICT
 from jobgen.compiler.model import Common, Job, Manifest, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
-from jobgen.compiler.target import Target, parse_target
+from jobgen.compiler.target import MATCHERS_READING_UNIT, Target, parse_target
 from jobgen.contract import locks, outcomes, policies
 from jobgen.contract import queue as queue_contract
 
@@ -144,13 +145,33 @@ class UnitFile:
     comment: str = ""
 
 
+class _Runs(Mapping[str, RunSpec]):
+    """job -> its RunSpec, read from its unit (context.process_context) when first asked:
+    `jobgen run`, `enqueue` and `status` ask for one or a few; a render asks for none, and
+    reading 1,000 units back costs it some 40 ms."""
+
+    def __init__(self, made: dict[str, Callable[[], RunSpec]]):
+        self._made, self._read = made, {}
+
+    def __getitem__(self, job: str) -> RunSpec:
+        if job not in self._read:
+            self._read[job] = self._made[job]()
+        return self._read[job]
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._made)
+
+    def __len__(self) -> int:
+        return len(self._made)
+
+
 @dataclass(frozen=True)
 class Plan:
     manifest: str
     target: Target
     files: tuple[UnitFile, ...]
     notes: tuple[Diagnostic, ...]
-    runs: dict[str, RunSpec] = field(compare=False)
+    runs: Mapping[str, RunSpec] = field(compare=False)
     # overlap: queue jobs -> the store arguments of `jobgen enqueue|drain|queue` (runtime/queue/command.py)
     queues: dict[str, tuple[str, ...]] = field(compare=False, default_factory=dict)
     # Jobs whose units exec the holder (`jobgen lock|enqueue|drain`), at the key that made
@@ -278,6 +299,9 @@ class _Unit:
     def set(self, section: str, key: str, value: Value, pos: Pos | None = None, feature: str | None = None) -> Value | None:
         """Write ``key=value`` if the target has both; returns what was written (a
         fallback value, or None when nothing was)."""
+        if _open(self.ctx.target, section, key):
+            self._store(section, ((key, value),), {key: _text(value)})
+            return value
         if (section, key) not in _EMITTED:
             raise ValueError(f"[{section}] {key}= is not in plan.EMITTED")  # a jobgen bug
         pos, feature = pos or self.ctx.pos, feature or key
@@ -285,14 +309,73 @@ class _Unit:
             return None
         gated = self._gated(section, key, value, pos, feature)
         if gated is not None:
-            self.sections.setdefault(section, []).append((key, gated))
-            self.written[key] = _text(gated)
+            self._store(section, ((key, gated),), {key: _text(gated)})
         return gated
+
+    def _store(self, section: str, rows: tuple[tuple[str, Value], ...], texts: dict[str, str]) -> None:
+        """The one place directives are stored: only what came through ``set``.
+        ``texts``: directive -> _text of its last value in ``rows``."""
+        self.sections.setdefault(section, []).extend(rows)
+        self.written.update(texts)
+
+    def set_block(self, block: "_Block", pos: Pos) -> None:
+        """Write a block worked out once for the target (``_block``): its rows as they
+        came through ``set``, its notes at ``pos``, as ``set`` row by row would have."""
+        for section, rows, texts in block.sections:
+            self._store(section, rows, texts)
+        for message in block.notes:
+            self.ctx.note(pos, message)
 
     def freeze(self, comment: str = "") -> UnitFile:
         order = ("Unit", "Service", "Timer", "Path", "Install")
         sections = tuple((s, tuple(self.sections[s])) for s in order if s in self.sections)
         return UnitFile(self.filename, self.kind, sections, comment=comment)
+
+
+@functools.lru_cache(maxsize=None)
+def _open(target: Target, section: str, key: str) -> bool:
+    """True if ``set`` has nothing to ask for ``key=`` on ``target``: jobgen writes it,
+    every release of the target has it, and no value of it is gated (target.VALUE_GATES)
+    for the target. Most directives on most targets are: 1,000 jobs ask this 25,000 times."""
+    return (section, key) in _EMITTED and target.lacking(section, key) is None and not target.value_gates_lacked(section, key)
+
+
+@dataclass(frozen=True)
+class _Block:
+    """Directives worked out once per target: what ``set`` wrote, row by row, and the
+    notes it made (fallbacks, which do not name the job)."""
+
+    rows: tuple[tuple[str, str, Value], ...]
+    notes: tuple[str, ...]
+
+    @functools.cached_property
+    def sections(self) -> tuple[tuple[str, tuple[tuple[str, Value], ...], dict[str, str]], ...]:
+        """The rows by section, in order, each with its directives' last texts (_Unit._store)."""
+        return tuple(
+            (section, rows, {key: _text(value) for key, value in rows})
+            for section in dict.fromkeys(s for s, _, _ in self.rows)
+            for rows in [tuple((key, value) for s, key, value in self.rows if s == section)]
+        )
+
+
+@functools.lru_cache(maxsize=None)
+def _block(target: Target, rows: tuple[tuple[str, str, Value], ...]) -> _Block | None:
+    """``rows`` through ``set`` on a unit of their own, once per target; None when the
+    answer would depend on the unit or the job (a gate that reads the rest of the unit, or
+    an error, which names the job): then each unit asks ``set`` itself."""
+    for section, key, _ in rows:
+        if any(gate.match in MATCHERS_READING_UNIT for gate in target.value_gates_lacked(section, key)):
+            return None
+    ctx = _Context(target, DEFAULT_HOLDER, Pos("", 0, 0))
+    unit = _Unit(ctx, "", "service")
+    written = []
+    for section, key, value in rows:
+        if (done := unit.set(section, key, value)) is not None:
+            written.append((section, key, done))
+    if ctx.diags:
+        return None
+    # Each note as often as set made it: the manifest's note counts every one.
+    return _Block(tuple(written), tuple(message for message, (_, count) in ctx._noted.items() for _ in range(count)))
 
 
 class _Context:
@@ -355,7 +438,7 @@ def _write_keys(units: dict[str, _Unit], c: Common, table: dict[str, Key]) -> No
 
 
 @functools.lru_cache(maxsize=None)
-def _hardening_rows(profile: str) -> tuple[tuple[str, Raw], ...]:
+def _hardening_rows(profile: str) -> tuple[tuple[str, str, Raw], ...]:
     """A profile's directives in order, once per profile (every job of a manifest asks)."""
     chosen: dict[str, list[str]] = {}
     for section, key, value in HARDENING[profile]:
@@ -365,15 +448,20 @@ def _hardening_rows(profile: str) -> tuple[tuple[str, Raw], ...]:
             chosen.setdefault(key, []).append(value)
         else:
             chosen[key] = [value]
-    return tuple((key, Raw(value)) for key, values in chosen.items() for value in values)
+    return tuple(("Service", key, Raw(value)) for key, values in chosen.items() for value in values)
 
 
 def _hardening(u: _Unit, c: Common, writable: tuple[str, ...] = ()) -> None:
     pos = c.where("hardening")
-    feature = f"hardening: {c.hardening}"
-    written = {}
-    for key, value in _hardening_rows(c.hardening):
-        written[key] = u.set("Service", key, value, pos, feature)
+    rows = _hardening_rows(c.hardening)
+    # The profile's gates are the same for every job of a target: asked once (_block).
+    block = _block(u.ctx.target, rows)
+    if block is not None:
+        u.set_block(block, pos)
+        written = {key: value for _, key, value in block.rows}
+    else:
+        feature = f"hardening: {c.hardening}"
+        written = {key: u.set("Service", key, value, pos, feature) for _, key, value in rows}
     # Only ProtectSystem=strict makes the file system read-only; a target without it
     # gets full (VALUE_FALLBACKS), under which /run stays writable.
     if writable and written.get("ProtectSystem") == Raw("strict"):
@@ -533,9 +621,9 @@ def _job_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[s
     service = svc.freeze(comment)
     # `jobgen run` reads its process context from the unit itself (context.CONTEXT), makes
     # the lock file from the snippet's own lines, and names a conflict as the reporter does.
-    run = process_context(service.sections, lock_file=lockfile,
-                          lock_files=(LOCK_DIR_LINE, tmpfiles[0]) if lockfile else (),
-                          conflict_outcome=policy.conflict_outcome)
+    lock_files = (LOCK_DIR_LINE, tmpfiles[0]) if lockfile else ()
+    run = functools.partial(process_context, service.sections, lock_file=lockfile, lock_files=lock_files,
+                            conflict_outcome=policy.conflict_outcome)
     return [service, timer.freeze(comment)], run, tmpfiles
 
 
@@ -659,7 +747,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
         owner, group = job.user or "root", job.group or ("root" if not job.user else "-")
         lines += ["d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
         lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", *(f"/{d}" for d in queue_contract.SPOOL_FOLDERS))]
-    run = replace(enq_run, argv=(*enqueue, "jobgen run"))  # the enqueuer unit's context
+    run = lambda: replace(enq_run(), argv=(*enqueue, "jobgen run"))  # noqa: E731 - the enqueuer unit's context
     return files, run, lines, store
 
 
@@ -716,7 +804,7 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER) -> Plan:
     target = manifest.target or parse_target(DEFAULT_TARGET)
     ctx = _Context(target, holder, manifest.target_pos or (manifest.jobs or manifest.workers)[0].pos)
     files: list[UnitFile] = []
-    runs: dict[str, RunSpec] = {}
+    runs: dict[str, Callable[[], RunSpec]] = {}
     tmp_lines: list[str] = []
     queues: dict[str, tuple[str, ...]] = {}
     journal_units: dict[str, tuple[tuple[str, str], ...]] = {}
@@ -748,7 +836,7 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER) -> Plan:
     if assumed:
         notes.insert(0, Diagnostic(manifest.target_pos or Pos(manifest.path, 1, 1), NOTE, f"no target systemd given (target: {{systemd: ...}} or --systemd); assuming {DEFAULT_TARGET}"))
     holder_jobs = tuple((j.name, j.where("overlap") if j.policy.queues else j.where("lock")) for j in manifest.jobs if _execs_holder(j))
-    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), runs, queues, holder_jobs,
+    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), _Runs(runs), queues, holder_jobs,
                 journal_units=journal_units)
 
 

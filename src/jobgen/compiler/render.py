@@ -13,9 +13,9 @@ from pathlib import Path
 import jinja2
 
 from jobgen import __version__
-from jobgen.compiler import escape, header
+from jobgen.compiler import escape, header, precompiled
 from jobgen.compiler.plan import Env, Exec, Plan, Raw, UnitFile
-from jobgen.compiler.resources import template_dir
+from jobgen.compiler.resources import compiled_dir, template_dir
 
 @lru_cache(maxsize=4096)
 def _value(value: Exec | Env | Raw, section: str, directive: str) -> str:
@@ -35,15 +35,12 @@ def _value(value: Exec | Env | Raw, section: str, directive: str) -> str:
 
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
-    env = jinja2.Environment(
-        loader=jinja2.FileSystemLoader(str(template_dir())),
-        autoescape=False,  # unit files are not HTML; escape.py does systemd's escaping
-        undefined=jinja2.StrictUndefined,
-        keep_trailing_newline=True,
-        # Templates are read and compiled once per process: with auto_reload jinja2 would
-        # stat each template (and the layout it extends) again for every file rendered.
-        auto_reload=False,
-    )
+    # The modules the wheel carries, compiled from these very templates by this jinja2
+    # (precompiled.py); else templates/ compiled here, once per process.
+    loader = precompiled.loader(template_dir(), compiled_dir())
+    if loader is None:
+        loader = jinja2.FileSystemLoader(str(template_dir()))
+    env = jinja2.Environment(loader=loader, **precompiled.options(jinja2))
     env.filters["value"] = _value
     return env
 
@@ -57,7 +54,12 @@ def render_file(plan: Plan, unit: UnitFile, common: dict[str, str] | None = None
     """One file's bytes. ``common``: what every file of the plan shares (``_common``),
     computed once by ``render`` for all of them."""
     template = _template(unit.kind)
-    text = template.render(unit=unit, **(common or _common(plan)))
+    # What Template.render does, less a copy of jinja2's globals into every file's context
+    # (shared=True: the templates use only the names passed here; any other is undefined,
+    # and StrictUndefined makes that an error) and less its traceback rewriting: a quarter
+    # of the time of 2,001 files.
+    context = template.new_context(dict(unit=unit, **(common or _common(plan))), shared=True)
+    text = "".join(template.root_render_func(context))
     return (text.rstrip("\n") + "\n").encode("utf-8")
 
 

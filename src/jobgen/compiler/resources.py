@@ -25,6 +25,11 @@ def template_dir() -> Path:
     return _PACKAGE.parents[1] / "templates"
 
 
+def compiled_dir() -> Path:
+    """templates/ compiled by the wheel's build (precompiled.py); absent in a checkout."""
+    return _PACKAGE / "_templates"
+
+
 # What else decides the output: the parser, the template engine, the version
 # specifiers, and the interpreter. Each is named by where it is installed and the size and
 # mtime of its __init__.py (found without importing it): an upgrade rewrites that file.

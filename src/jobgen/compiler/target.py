@@ -71,6 +71,9 @@ VALUE_MATCHERS: dict[str, Callable[[ValueGate, str, Mapping[str, str]], bool]] =
     "calendar ~": lambda g, text, unit: "~" in text,
     "restart of a oneshot": lambda g, text, unit: text != "no" and unit.get("Type") == "oneshot",
 }
+# The matchers above that read `unit`: a value they judge depends on the rest of the unit,
+# so its answer cannot be worked out once and reused for every unit (plan._block).
+MATCHERS_READING_UNIT = frozenset({"restart of a oneshot"})
 
 
 VALUE_GATES: tuple[ValueGate, ...] = (

@@ -11,7 +11,6 @@ Version gates are not checked here: they depend on the target, in plan.py.
 
 from __future__ import annotations
 
-import difflib
 import json
 import posixpath
 import re
@@ -740,6 +739,8 @@ def _did_you_mean(word: str, options) -> str:
 
 
 def _closest(word: str, options) -> str | None:
+    import difflib  # only a manifest with a misspelt word needs it
+
     close = difflib.get_close_matches(word, list(options), n=1, cutoff=0.6)
     return close[0] if close else None
 

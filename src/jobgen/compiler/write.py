@@ -38,7 +38,6 @@ copy, change or remove the line.
 from __future__ import annotations
 
 import contextlib
-import difflib
 import errno
 import fcntl
 import itertools
@@ -560,4 +559,6 @@ def diff(change: Change) -> str:
     new = (change.new or b"").decode("utf-8", "replace").splitlines(keepends=True)
     before = f"a/{change.path}" if change.old is not None else "/dev/null"
     after = f"b/{change.path}" if change.new is not None else "/dev/null"
+    import difflib  # --diff only
+
     return "".join(difflib.unified_diff(old, new, before, after))
