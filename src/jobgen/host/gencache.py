@@ -1,7 +1,7 @@
 """The generator's compiled cache: what a run of jobgen-generator wrote, so that the next
 run with the same inputs writes the same files again without compiling.
 
-Standard library only (os, stat, hashlib): a hit loads nothing of the compiler, PyYAML,
+Standard library only (os, stat, sha256): a hit loads nothing of the compiler, PyYAML,
 jinja2 or packaging; a miss compiles as if there were no cache, then fills it.
 
 **The key** is a sha256 over everything a run reads besides the output folder:
@@ -49,7 +49,14 @@ from __future__ import annotations
 import os
 import stat
 import sys
-from hashlib import sha256
+
+try:  # the interpreter's own sha256: hashlib would load OpenSSL (_hashlib) first, 5-30 ms
+    from _sha256 import sha256  # 3.11
+except ImportError:
+    try:
+        from _sha2 import sha256  # 3.12+
+    except ImportError:
+        from hashlib import sha256
 
 FOLDER = "/var/cache/jobgen/generator"
 FOLDER_ENV = "JOBGEN_GENERATOR_CACHE"
@@ -389,7 +396,9 @@ def write(normal: str, entry: Entry) -> None:
         if parent not in made:
             _make_dir(parent)
             made.add(parent)
-        tmp = os.path.join(parent, f".jobgen-tmp.{token}{n:x}")
+        # A short fixed-length name of its own (not write.py's, whose recovery a folder
+        # systemd empties before every run never needs): never longer than a unit name.
+        tmp = os.path.join(parent, f".gencache.{token}{n:x}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
         try:
             os.fchmod(fd, FILE_MODE)
