@@ -185,7 +185,7 @@ def test_the_key_changes_with_the_code_the_systemd_the_options_and_the_machine(t
         "output folder": key(argv=[str(tmp_path / "other"), "e", "l"]),
         "manifest folders": key(env={"JOBGEN_MANIFEST_DIRS": f"{src}:/usr/lib/jobgen"}),
         "deadline": key(env={**env, "JOBGEN_GENERATOR_DEADLINE": "10"}),
-        "program": key(program="/opt/jobgen/bin/jobgen-generator"),
+        "program": key(program="/opt/jobgen/bin/jobgen-generator"),  # its real path: where `jobgen` is looked for
     }
     monkeypatch.undo()
     vendor = tmp_path / "vendor"
@@ -257,6 +257,23 @@ def test_an_absent_or_unwritable_cache_is_a_silent_miss(tmp_path: Path) -> None:
     # An empty value turns it off.
     run = generate(tmp_path, src, env={"JOBGEN_GENERATOR_CACHE": ""})
     assert run.compiled and run.stderr == ""
+
+
+def test_where_the_first_folder_cannot_be_written_the_entry_goes_to_the_next(tmp_path: Path) -> None:
+    # /var/cache not there (a separate /var not mounted yet) or read-only (systemd 257 runs
+    # generators with all but /run read-only): the /run folder takes the entry.
+    src = folder_with(tmp_path, **{"a.yaml": job("a")})
+    unmounted, run_dir = tmp_path / "var" / "cache" / "jobgen" / "generator", tmp_path / "run" / "jobgen-generator"
+    (tmp_path / "run").mkdir()
+    env = {"JOBGEN_GENERATOR_CACHE": f"{unmounted}:{run_dir}"}
+    first = generate(tmp_path, src, env=env)
+    assert first.compiled and len(list(run_dir.glob("*.entry"))) == 1 and not (tmp_path / "var").exists()
+    written = snapshot(first.out)
+    second = generate(tmp_path, src, env=env)
+    assert (second.compiled, second.stderr) == (False, "")
+    assert snapshot(second.out) == written
+    assert gencache.folders({}) == ("/var/cache/jobgen/generator", "/run/jobgen-generator")
+    assert gencache.folders({"JOBGEN_GENERATOR_CACHE": ""}) == ()
 
 
 def _spoil_truncated(entry: Path) -> None:

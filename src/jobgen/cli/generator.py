@@ -194,30 +194,34 @@ def _boot_report(log: Log, normal: str) -> int:
 
 class _Cache:
     """The compiled cache around one run (host/gencache.py): a hit writes what the entry
-    holds; a miss compiles, then stores what it wrote. Any problem with the cache is a miss;
-    one that is not just "nothing there" (an entry truncated, changed, not root's, a link)
-    is also one note, and the miss writes a good entry over it."""
+    holds; a miss compiles, then stores what it wrote in the first folder that takes it.
+    Any problem with the cache is a miss; one that is not just "nothing there" (an entry
+    truncated, changed, not root's, a link) is also one note, and the miss writes a good
+    entry over it."""
 
     def __init__(self, argv: list[str], env: dict[str, str], paths: list[str], log: Log):
         from jobgen.host import gencache, machine
 
         self.running = machine.running_systemd()
-        self.where = gencache.folder(env)
+        self.folders = gencache.folders(env)
         self._log = log
         self._inputs = (argv, env, paths, self.running, sys.argv[0])
-        self._code = gencache.code_marks() if self.where else []
-        self.key = gencache.key(*self._inputs, code=self._code) if self.where else None
+        self._code = gencache.code_marks() if self.folders else []
+        self.key = gencache.key(*self._inputs, code=self._code) if self.folders else None
 
     def lookup(self):
         from jobgen.host import gencache
 
         if self.key is None:
             return None
-        try:
-            return gencache.lookup(self.where, self.key)
-        except gencache.Untrusted as exc:
-            self._log("note", f"{IDENT}: compiled cache not used: {exc}; compiling the manifests")
-            return None
+        for where in self.folders:
+            try:
+                if (entry := gencache.lookup(where, self.key)) is not None:
+                    return entry
+            except gencache.Untrusted as exc:
+                self._log("note", f"{IDENT}: compiled cache not used: {exc}; compiling the manifests")
+                return None
+        return None
 
     def store(self, entry) -> None:
         from jobgen.host import gencache
@@ -226,7 +230,9 @@ class _Cache:
         # new, so it is kept under neither.
         if self.key is None or gencache.key(*self._inputs, code=self._code) != self.key:
             return
-        gencache.store(self.where, self.key, entry)
+        for where in self.folders:
+            if gencache.store(where, self.key, entry):
+                return
 
 
 def _deadline(env: dict[str, str]) -> float:

@@ -27,17 +27,22 @@ owns that nobody else can write, and no folder on the way from / is a link or wr
 by others. Anything else is a miss plus one note; a run that skipped a manifest or ran
 out of time is never stored, so a broken manifest is never served from the cache.
 
-**Where.** /var/cache/jobgen/generator (FHS: /var/cache may be deleted without losing
-anything; $JOBGEN_GENERATOR_CACHE names another folder, an empty value turns the cache
-off). systemd runs generators before it mounts anything of its own (systemd.generator(7):
-"generators are run very early at boot ... before local-fs.target"), so at boot /var
-may be a mount point not mounted yet and the root file system may still be read-only;
-/run is a tmpfs, empty at every boot, so it is no cache across boots; /etc and /usr/lib
-are the administrator's and the vendor's, and may be read-only. So: at boot a missing or
-unreadable folder is a plain miss (no note); the generator makes only the last two
-folders (jobgen/generator) and only below an existing /var/cache, which is absent while
-a separate /var is not mounted (its mount point is empty), so nothing is written under a
-mount point; at every daemon-reload /var is there and the cache works.
+**Where.** Looked in, and stored into, in this order ($JOBGEN_GENERATOR_CACHE, colon-
+separated, names others; empty turns the cache off):
+1. /var/cache/jobgen/generator, across boots (FHS: /var/cache may be deleted without
+   losing anything). At boot a generator runs before local-fs.target (systemd.generator(7)),
+   so /var may be a mount point not mounted yet, and the root file system may still be
+   read-only; /etc and /usr/lib are the administrator's and the vendor's and may be
+   read-only too. A missing or unreadable folder is a plain miss (no note), and a run makes
+   only the last two folders (jobgen/generator) below an existing /var/cache, which is
+   absent while a separate /var is not mounted (its mount point is empty): nothing is
+   written under a mount point.
+2. /run/jobgen-generator, this boot only (/run is a tmpfs, empty at every boot). systemd
+   257 runs generators in a mount namespace with everything but /run, /tmp (private),
+   /proc, /dev/shm and /sys remounted read-only (src/core/manager.c
+   manager_execute_generators(), remount_ro; 252 does not): there a generator cannot write
+   /var/cache, and its entry goes here, so every daemon-reload after the first of a boot
+   is a hit.
 
 Two writers (two generators, a generator and a test) write under temporary names and
 rename into place: a reader sees a whole entry or none. Entries beyond KEEP, the oldest
@@ -58,8 +63,10 @@ except ImportError:
     except ImportError:
         from hashlib import sha256
 
-FOLDER = "/var/cache/jobgen/generator"
-FOLDER_ENV = "JOBGEN_GENERATOR_CACHE"
+FOLDER = "/var/cache/jobgen/generator"  # across boots
+RUN_FOLDER = "/run/jobgen-generator"  # this boot only: where a sandboxed generator can write
+FOLDERS = (FOLDER, RUN_FOLDER)  # looked in, and stored into, in this order
+FOLDER_ENV = "JOBGEN_GENERATOR_CACHE"  # colon-separated folders instead; empty: no cache
 MADE = 2  # trailing folders a run may create: jobgen/generator, never /var/cache itself
 KEEP = 8  # entries kept, the newest
 SUFFIX = ".entry"
@@ -69,7 +76,8 @@ ENTRY_MAX = 256 * 1024 * 1024  # larger is not an entry this program wrote: a mi
 # manifest is a miss the compiler reports (tests/test_generator_cache.py checks).
 MANIFEST_READ_MAX = 4 * 1024 * 1024
 # Every variable the generator reads (cli/generator.py, host/sources.py).
-ENV_READ = ("JOBGEN_MANIFEST_DIRS", "JOBGEN_GENERATOR_DEADLINE", "SYSTEMD_IN_INITRD", "SYSTEMD_SCOPE")
+# (SYSTEMD_IN_INITRD and SYSTEMD_SCOPE only decide whether it runs at all.)
+ENV_READ = ("JOBGEN_MANIFEST_DIRS", "JOBGEN_GENERATOR_DEADLINE")
 ZONEINFO = "/usr/share/zoneinfo"
 DEPENDENCIES = ("yaml", "jinja2", "packaging")  # as compiler/resources.py _DEPENDENCIES
 SEVERITIES = ("error", "warning")  # the lines cli/generator.py logs (SHOWN)
@@ -175,8 +183,10 @@ def key(argv: list[str], env: dict[str, str], manifests: list[str], running: tup
     add("args", *argv)
     for name in ENV_READ:
         add("env", name, env.get(name, "\0unset"))
+    # The holder is found beside the program's real path (runtime/spawn.py running_jobgen):
+    # systemd's link in system-generators and /usr/bin/jobgen-generator are one program.
     real = os.path.realpath(program) if os.path.isabs(program) else ""
-    add("program", program, real, _marks(os.path.join(os.path.dirname(real), "jobgen")) if real else "-")
+    add("program", real, _marks(os.path.join(os.path.dirname(real), "jobgen")) if real else "-")
     add("machine", *map(_marks, machine.TMPFILES_BINARIES), *map(_marks, machine.VENDOR_UNIT_DIRS), _marks(ZONEINFO))
     for path in manifests:
         data = read_manifest(path)
@@ -188,9 +198,10 @@ def key(argv: list[str], env: dict[str, str], manifests: list[str], running: tup
 
 # --------------------------------------------------------------------------- the folder
 
-def folder(env: dict[str, str]) -> str | None:
-    where = env.get(FOLDER_ENV, FOLDER)
-    return where if where and os.path.isabs(where) else None
+def folders(env: dict[str, str]) -> tuple[str, ...]:
+    value = env.get(FOLDER_ENV)
+    named = FOLDERS if value is None else tuple(value.split(":"))
+    return tuple(f for f in named if f and os.path.isabs(f))
 
 
 def _safe(path: str, st: os.stat_result, last: bool) -> None:
@@ -338,18 +349,18 @@ def serialize(wanted: str, entry: Entry) -> bytes:
 
 # --------------------------------------------------------------------------- store
 
-def store(where: str, wanted: str, entry: Entry) -> None:
-    """Write the entry (temporary name, fsync, rename), then keep the KEEP newest.
-    Failing to (read-only, not mounted, not ours) is not an error: the next run misses."""
+def store(where: str, wanted: str, entry: Entry) -> bool:
+    """Write the entry (temporary name, fsync, rename), then keep the KEEP newest. Whether
+    it was stored: failing to (read-only, not mounted, not ours) is not an error."""
     data = serialize(wanted, entry)
     try:
         parse(data, wanted, "new entry")  # never store what lookup would refuse
     except Untrusted:
-        return
+        return False
     try:
         dir_fd = open_folder(where, create=True)
     except (OSError, Untrusted):
-        return
+        return False
     tmp = f".tmp.{os.urandom(8).hex()}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
@@ -362,11 +373,13 @@ def store(where: str, wanted: str, entry: Entry) -> None:
             os.close(fd)
         os.replace(tmp, wanted + SUFFIX, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         _trim(dir_fd)
+        return True
     except OSError:
         try:
             os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
             pass
+        return False
     finally:
         os.close(dir_fd)
 
