@@ -160,18 +160,20 @@ jobs:
 
 
 def _entries(c) -> list[str]:
-    """inode, mode and owner of every cache entry (find -printf: one line each)."""
-    found = c.run("find", gencache.FOLDER, "-name", f"*{gencache.SUFFIX}", "-printf", "%i %m %u %f\n", check=False).stdout
+    """Folder, inode, mode and owner of every cache entry (find -printf: one line each)."""
+    found = c.run("find", *gencache.FOLDERS, "-name", f"*{gencache.SUFFIX}", "-printf", "%h %i %m %u\n", check=False).stdout
     return sorted(found.splitlines())
 
 
 def test_the_second_daemon_reload_is_served_from_the_compiled_cache(systemd_jobgen, scenario):
-    """The first daemon-reload compiles and stores one entry in /var/cache/jobgen/generator
-    (root's, 0600, in a 0700 folder the generator made); the second finds it: the entry is
-    not written again (same inode; a miss renames a new file into place) and systemd loads
-    the same bytes. An edited manifest is a miss again."""
+    """The first daemon-reload compiles and stores one entry (root's, 0600, in a 0700 folder
+    the generator made): in /var/cache/jobgen/generator on 252; on 257, which runs
+    generators with all but /run read-only, in /run/jobgen-generator. The second reload
+    finds it: the entry is not written again (same inode; a miss renames a new file into
+    place) and systemd loads the same bytes. An edited manifest is a miss again."""
     c = systemd_jobgen
-    c.run("rm", "-rf", gencache.FOLDER.rsplit("/", 1)[0])
+    expected = gencache.RUN_FOLDER if int(c.release) >= 257 else gencache.FOLDER
+    c.run("rm", "-rf", gencache.FOLDER.rsplit("/", 1)[0], gencache.RUN_FOLDER)
     c.run("/bin/sh", "-c", f'mkdir -p {GENERATOR_LINK.rsplit("/", 1)[0]} && ln -sf "$(command -v jobgen-generator)" {GENERATOR_LINK}')
     c.write_file("/etc/jobgen/cached.yaml", CACHED.format(word="first"))
     scenario.units += ["gen-cached.timer", "gen-cached.service"]
@@ -179,8 +181,8 @@ def test_the_second_daemon_reload_is_served_from_the_compiled_cache(systemd_jobg
     try:
         c.systemctl("daemon-reload")
         [first] = _entries(c)
-        assert first.split()[1:3] == ["600", "root"], first
-        assert c.run("stat", "-c", "%a %U", gencache.FOLDER).stdout.split() == ["700", "root"]
+        assert first.split()[0] == expected and first.split()[2:] == ["600", "root"], first
+        assert c.run("stat", "-c", "%a %U", expected).stdout.split() == ["700", "root"]
         compiled = c.read_file(unit)
 
         c.systemctl("daemon-reload")
@@ -195,7 +197,7 @@ def test_the_second_daemon_reload_is_served_from_the_compiled_cache(systemd_jobg
         # Nothing went to the journal: no note, no error.
         assert [e.get("MESSAGE") for e in c.journal(f"SYSLOG_IDENTIFIER={IDENT}", "--grep=cache")] == []
     finally:
-        c.run("rm", "-rf", "/etc/jobgen", GENERATOR_LINK, gencache.FOLDER.rsplit("/", 1)[0])
+        c.run("rm", "-rf", "/etc/jobgen", GENERATOR_LINK, gencache.FOLDER.rsplit("/", 1)[0], gencache.RUN_FOLDER)
         c.systemctl("daemon-reload")
 
 

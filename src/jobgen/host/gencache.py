@@ -404,6 +404,8 @@ def write(normal: str, entry: Entry) -> None:
     folders are on /run, a tmpfs it empties before every run. Raises OSError."""
     made: set[str] = set()
     token = os.urandom(4).hex()
+    umask = os.umask(0o022)
+    os.umask(umask)
     for n, (rel, data) in enumerate(entry.files.items()):
         parent = os.path.join(normal, rel.rpartition("/")[0]) if "/" in rel else normal
         if parent not in made:
@@ -414,7 +416,8 @@ def write(normal: str, entry: Entry) -> None:
         tmp = os.path.join(parent, f".gencache.{token}{n:x}")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
         try:
-            os.fchmod(fd, FILE_MODE)
+            if FILE_MODE & umask:  # systemd runs generators with umask 022: no call
+                os.fchmod(fd, FILE_MODE)
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view):]
@@ -423,12 +426,17 @@ def write(normal: str, entry: Entry) -> None:
         os.replace(tmp, os.path.join(normal, rel))
     for rel, target in entry.links.items():
         path = os.path.join(normal, rel)
-        os.makedirs(os.path.dirname(path), exist_ok=True)
-        if os.path.islink(path) and os.readlink(path) == target:
-            continue
-        if os.path.lexists(path):
+        folder = os.path.dirname(path)
+        if folder not in made:
+            os.makedirs(folder, exist_ok=True)
+            made.add(folder)
+        try:
+            os.symlink(target, path)
+        except FileExistsError:  # a folder written before (by hand): replaced unless the same
+            if os.path.islink(path) and os.readlink(path) == target:
+                continue
             os.unlink(path)
-        os.symlink(target, path)
+            os.symlink(target, path)
 
 
 def _make_dir(path: str) -> None:
