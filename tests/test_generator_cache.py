@@ -126,6 +126,31 @@ def test_a_hit_repeats_the_warnings_the_miss_printed(tmp_path: Path) -> None:
     assert miss.compiled and hit.loaded_for_compiling == []
 
 
+def test_at_a_container_boot_a_hit_leaves_the_same_boot_report_as_the_miss(tmp_path: Path, monkeypatch) -> None:
+    # Run by systemd with neither /dev/kmsg nor journald (a container's first pass at boot):
+    # the warnings a hit repeats go into the generated report unit as the miss's did.
+    from jobgen.cli import generator as cli
+
+    running = machine.running_systemd()[0] or 257
+    src = folder_with(tmp_path, **{"old.yaml": job("old", target=f'"{247 if running != 247 else 252}"')})
+    monkeypatch.setattr(cli, "KMSG", str(tmp_path / "no-kmsg"))
+    monkeypatch.setattr(cli, "JOURNAL_SOCKET", str(tmp_path / "no-journal"))
+    (tmp_path / "cache").mkdir()
+    env = {"JOBGEN_MANIFEST_DIRS": str(src), "JOBGEN_GENERATOR_CACHE": str(cache_dir(tmp_path)),
+           "SYSTEMD_EXEC_PID": str(os.getpid())}
+    trees, inodes = [], []
+    for _ in range(2):
+        out = tmp_path / "normal"
+        shutil.rmtree(out, ignore_errors=True)
+        assert cli.run([str(out)], env) == 0
+        trees.append(snapshot(out))
+        inodes.append([e.stat().st_ino for e in entries(tmp_path)])
+    assert len(inodes[0]) == 1 and inodes[1] == inodes[0]  # read, not stored again: a hit
+    assert trees[0] == trees[1]
+    assert trees[1]["jobgen/report"][2].startswith(b"<4>" + f"{src}/old.yaml:3:12: warning: target".encode())
+    assert "jobgen-generator-report.service" in trees[1]
+
+
 # --------------------------------------------------------------------------- invalidation
 
 def test_a_changed_manifest_byte_is_a_miss(tmp_path: Path) -> None:

@@ -21,6 +21,10 @@ problem is written:
 Exit 0 unless the output folder cannot be written: a bad manifest is reported and
 skipped, never a failed generator.
 
+A run whose inputs (manifests, jobgen's code, the running systemd, the arguments) are
+those of an earlier complete run writes what that run wrote, from its compiled cache
+entry, without loading the compiler (host/gencache.py).
+
 It never stalls the boot: each manifest's units are written as soon as it compiles, and
 at its deadline (host/generator.py DEADLINE_SEC, a third of the 90 s systemd gives all
 generators) an alarm stops the compilation in progress; the manifests not reached are
@@ -30,8 +34,9 @@ reported like a skipped one, and what was written stays.
 from __future__ import annotations
 
 # Start-up: os, sys and time only (all three already loaded by the interpreter) until a
-# manifest is found; contextlib, signal (enum), exits.py (the contract tables) and the
-# compiler come after that (host/sources.py).
+# manifest is found (host/sources.py); then the compiled cache (host/gencache.py: stat,
+# errno and the interpreter's sha256), and only on a miss contextlib, signal (enum),
+# exits.py (the contract tables) and the compiler.
 import os
 import sys
 import time

@@ -22,8 +22,8 @@ jinja2 or packaging; a miss compiles as if there were no cache, then fills it.
 the rest), then records `KIND SIZE NAME` + newline + SIZE bytes + newline, KIND being
 `file`, `link` or a severity (a line the run logged). It is used only if its name, its
 key and the body's digest agree, every name is a plain path inside the output folder,
-every link is a `.wants/NAME -> ../NAME` link, it is a regular file this user (root)
-owns that nobody else can write, and no folder on the way from / is a link or writable
+every link is a `.wants/NAME -> ../NAME` link, it is a regular file of this user's or
+root's that nobody else can write, and no folder on the way from / is a link or writable
 by others. Anything else is a miss plus one note; a run that skipped a manifest or ran
 out of time is never stored, so a broken manifest is never served from the cache.
 
@@ -51,6 +51,7 @@ first, are removed through the folder's descriptor (unlinkat: never through a li
 
 from __future__ import annotations
 
+import errno
 import os
 import stat
 import sys
@@ -264,7 +265,7 @@ def lookup(where: str, wanted: str) -> Entry | None:
         except FileNotFoundError:
             return None
         except OSError as exc:
-            if exc.errno == 40:  # ELOOP: O_NOFOLLOW met a link
+            if exc.errno == errno.ELOOP:  # O_NOFOLLOW met a link
                 raise Untrusted(f"{where}/{wanted}{SUFFIX} is a symbolic link") from None
             return None
         try:
@@ -272,7 +273,7 @@ def lookup(where: str, wanted: str) -> Entry | None:
             name = f"{where}/{wanted}{SUFFIX}"
             if not stat.S_ISREG(st.st_mode):
                 raise Untrusted(f"{name} is not a regular file")
-            if st.st_uid != os.geteuid() or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+            if st.st_uid not in (os.geteuid(), 0) or st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
                 raise Untrusted(f"{name} belongs to uid {st.st_uid} with mode {stat.S_IMODE(st.st_mode):04o}")
             if st.st_size > ENTRY_MAX:
                 raise Untrusted(f"{name} is larger than any entry ({st.st_size} bytes)")
