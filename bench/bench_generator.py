@@ -12,6 +12,10 @@ The floor is the interpreter alone, twice: `python -c pass` (site and the virtua
 .pth files, as the console script starts) and `python -I -c pass` (isolated: no site
 packages); the no-manifest run is also given as a ratio to the latter (aim: at most 2x,
 systemd.generator(7) asks generators to be fast).
+The cases above run with the compiled cache off (each run compiles); a second table
+(cache_rows) gives cold runs (no cache entry) and warm ones (a hit) of 10 and 200 jobs
+against systemd-cron's generator on the same jobs as a cron.d file (bench.py's unpacked
+Debian package, fetched with apt-get download).
 Each case runs RUNS times in a fresh process; wall time and CPU (user + system) are
 reported as the median with min-max spread, peak RSS as the largest child. The
 interpreter alone (`python -c pass`) is the floor. A benchmark, not a test: numbers
