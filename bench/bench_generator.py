@@ -12,6 +12,10 @@ The floor is the interpreter alone, twice: `python -c pass` (site and the virtua
 .pth files, as the console script starts) and `python -I -c pass` (isolated: no site
 packages); the no-manifest run is also given as a ratio to the latter (aim: at most 2x,
 systemd.generator(7) asks generators to be fast).
+The cases above run with the compiled cache off (each run compiles); a second table
+(cache_rows) gives cold runs (no cache entry) and warm ones (a hit) of 10 and 200 jobs
+against systemd-cron's generator on the same jobs as a cron.d file (bench.py's unpacked
+Debian package, fetched with apt-get download).
 Each case runs RUNS times in a fresh process; wall time and CPU (user + system) are
 reported as the median with min-max spread, peak RSS as the largest child. The
 interpreter alone (`python -c pass`) is the floor. A benchmark, not a test: numbers
@@ -76,7 +80,8 @@ def main() -> None:
     scratch = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
     rows = []
     with tempfile.TemporaryDirectory(dir=scratch) as tmp:
-        base = {"PATH": os.environ["PATH"]}
+        # The compiled cache off for these cases (each run compiles); cache_rows measures it.
+        base = {"PATH": os.environ["PATH"], "JOBGEN_GENERATOR_CACHE": ""}
         floor = [run_once([sys.executable, "-c", "pass"], base) for _ in range(RUNS)]
         rows.append(f"| interpreter alone (`python -c pass`) | - | {spread([r[0] for r in floor])} | {spread([r[1] for r in floor])} | {max(r[2] for r in floor) / 1024:.0f} MiB |")
         print(rows[-1])
@@ -99,6 +104,7 @@ def main() -> None:
             medians[name] = statistics.median(r[1] for r in results)
             rows.append(f"| {name} | {produced} | {spread([r[0] for r in results])} | {spread([r[1] for r in results])} | {max(r[2] for r in results) / 1024:.0f} MiB |")
             print(rows[-1])
+        cache_table = cache_rows(Path(tmp), base)
     header = [
         "# jobgen-generator benchmark",
         "",
@@ -115,7 +121,64 @@ def main() -> None:
         "",
         f"No manifest / `python -I -c pass` (CPU medians): {medians['no manifest'] / statistics.median(r[1] for r in isolated):.2f}x (aim: at most 2x).",
     ]
-    OUT.write_text("\n".join(header + rows + ratio) + "\n")
+    OUT.write_text("\n".join(header + rows + ratio + cache_table) + "\n")
+
+
+# The compiled cache (host/gencache.py): cold = no entry (compile, then store it), warm =
+# the entry of the same inputs is there (what every boot and reload after the first gets).
+CACHE_JOBS = (10, 200)
+
+
+def cache_rows(tmp: Path, base: dict[str, str]) -> list[str]:
+    """Cold and warm runs of one manifest of N jobs against systemd-cron's generator on the
+    same N jobs as a cron.d file (bench.py: the Debian package unpacked, its input paths
+    pointed at temporary folders, run by this interpreter), taken in turn."""
+    sys.path.insert(0, str(Path(__file__).parent))
+    from bench import crontab, systemd_cron
+
+    cron_gen = systemd_cron(tmp)
+    version = cron_gen.with_suffix(".version").read_text() if cron_gen else None
+    rows = [
+        "",
+        "## The compiled cache: cold and warm against systemd-cron's generator",
+        "",
+        "Cold: no cache entry (the generator compiles, writes, then stores the entry). Warm: the entry of the same",
+        "inputs is there (every boot and daemon-reload after the first): the recorded files are written on the",
+        f"standard library alone. systemd-cron {version or '(not downloadable: not measured)'}'s generator on the same",
+        "jobs as a cron.d file, run by the same interpreter. CPU (user+sys), median (min-max) of "
+        f"{RUNS} runs each, the three taken in turn.",
+        "",
+        "| jobs | cold | warm | systemd-cron generator | cold / systemd-cron | warm / systemd-cron |",
+        "|---|---|---|---|---|---|",
+    ]
+    for n in CACHE_JOBS:
+        src = tmp / f"cache-manifests-{n}"
+        src.mkdir()
+        (src / "m00.yaml").write_text(manifest(0, n))
+        var_cache = tmp / f"var-cache-{n}"  # as /var/cache: the run makes jobgen/generator
+        var_cache.mkdir()
+        env = {**base, "JOBGEN_MANIFEST_DIRS": str(src), "JOBGEN_GENERATOR_CACHE": str(var_cache / "jobgen" / "generator")}
+        out = tmp / f"cache-out-{n}"
+        argv = [str(GENERATOR), str(out / "normal"), str(out / "early"), str(out / "late")]
+        cron = tmp / "cron"
+        if cron_gen:
+            (cron / "cron.d" / "jobs").write_text(crontab(n))
+        cold, warm, ref = [], [], []
+        for _ in range(RUNS):
+            shutil.rmtree(var_cache / "jobgen", ignore_errors=True)
+            shutil.rmtree(out, ignore_errors=True)
+            cold.append(run_once(argv, env)[1])
+            shutil.rmtree(out, ignore_errors=True)
+            warm.append(run_once(argv, env)[1])
+            if cron_gen:
+                shutil.rmtree(out, ignore_errors=True)
+                (out / "normal").mkdir(parents=True)
+                ref.append(run_once([sys.executable, str(cron_gen), str(out / "normal"), str(out / "normal"), str(out / "normal")], base)[1])
+        median = statistics.median
+        versus = (f"{median(cold) / median(ref):.2f}x | {median(warm) / median(ref):.2f}x" if ref else "- | -")
+        rows.append(f"| {n} | {spread(cold)} | {spread(warm)} | {spread(ref) if ref else 'not measured'} | {versus} |")
+        print(rows[-1])
+    return rows
 
 
 if __name__ == "__main__":

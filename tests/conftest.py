@@ -11,6 +11,11 @@ import os
 
 import pytest
 
+# jobgen-generator's compiled cache (host/gencache.py) defaults to /var/cache/jobgen/generator:
+# a generator the suite starts (as root in a container) must not fill the machine's. Off
+# for every child that inherits this environment; cache tests name their own folder.
+os.environ.setdefault("JOBGEN_GENERATOR_CACHE", "")
+
 _INSTALL_HINTS = ("scripts/", "apt-get", "install", "not cached", "not found", "needs root")
 _missing: list[str] = []
 

@@ -56,7 +56,9 @@ def run_generator(tmp_path: Path, *manifest_dirs: Path, env: dict[str, str] | No
         pytest.fail(f"{GENERATOR} is missing: run scripts/bootstrap (pip install -e . creates the console script)")
     out = tmp_path / "normal"
     argv = args if args is not None else [str(out), str(tmp_path / "early"), str(tmp_path / "late")]
-    environ = {"PATH": os.environ["PATH"], "JOBGEN_MANIFEST_DIRS": ":".join(map(str, manifest_dirs)), **(env or {})}
+    # The compiled cache in the test's own folder (host/gencache.py), never the machine's.
+    environ = {"PATH": os.environ["PATH"], "JOBGEN_MANIFEST_DIRS": ":".join(map(str, manifest_dirs)),
+               "JOBGEN_GENERATOR_CACHE": str(tmp_path / "cache" / "jobgen" / "generator"), **(env or {})}
     r = subprocess.run([str(GENERATOR), *argv], capture_output=True, text=True, env=environ, timeout=120)
     return r, out
 

@@ -137,6 +137,13 @@ def jobgen_generator_8() -> str:
     out += [".SH FILES"]
     out += _tp(f"\\fI{esc(etc)}/*.yaml\\fR", "the administrator's manifests")
     out += _tp(f"\\fI{esc(usr)}/*.yaml\\fR", "manifests installed by packages")
+    from jobgen.host.gencache import FOLDER, FOLDER_ENV, RUN_FOLDER
+
+    out += _tp(f"\\fI{esc(FOLDER)}\\fR, \\fI{esc(RUN_FOLDER)}\\fR",
+               esc("the compiled cache, looked in in this order: a run with the inputs of an earlier complete run "
+                   "writes what that run wrote without compiling. The first survives reboots; the second is written "
+                   f"where the first cannot be (systemd 257 runs generators with all but /run read-only). {FOLDER_ENV} "
+                   "names other folders (colon-separated); empty turns the cache off. Deleting them is always safe."))
     out += [".SH SEE ALSO", "jobgen(1), jobgen.yaml(5), systemd.generator(7), systemctl(1)"]
     return "\n".join(out) + "\n"
 

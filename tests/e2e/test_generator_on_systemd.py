@@ -17,6 +17,7 @@ import pytest
 from container import Container, HarnessError, format_journal
 
 from jobgen.compiler.names import LOCK_DIR
+from jobgen.host import gencache
 
 pytestmark = pytest.mark.e2e
 
@@ -149,30 +150,68 @@ def test_the_lock_service_runs_before_every_job_start_without_hitting_the_start_
     assert set(e["JOBGEN_OUTCOME"] for e in scenario.outcomes("gen-burst")) == {"success"}
 
 
+CACHED = """\
+jobgen: 1
+jobs:
+  gen-cached:
+    command: [/bin/echo, {word}]
+    schedule: daily
+"""
+
+
+def _entries(c) -> list[str]:
+    """Folder, inode, mode and owner of every cache entry (find -printf: one line each)."""
+    found = c.run("find", *gencache.FOLDERS, "-name", f"*{gencache.SUFFIX}", "-printf", "%h %i %m %u\n", check=False).stdout
+    return sorted(found.splitlines())
+
+
+def test_the_second_daemon_reload_is_served_from_the_compiled_cache(systemd_jobgen, scenario):
+    """The first daemon-reload compiles and stores one entry (root's, 0600, in a 0700 folder
+    the generator made): in /var/cache/jobgen/generator on 252; on 257, which runs
+    generators with all but /run read-only, in /run/jobgen-generator. The second reload
+    finds it: the entry is not written again (same inode; a miss renames a new file into
+    place) and systemd loads the same bytes. An edited manifest is a miss again."""
+    c = systemd_jobgen
+    expected = gencache.RUN_FOLDER if int(c.release) >= 257 else gencache.FOLDER
+    c.run("rm", "-rf", gencache.FOLDER.rsplit("/", 1)[0], gencache.RUN_FOLDER)
+    c.run("/bin/sh", "-c", f'mkdir -p {GENERATOR_LINK.rsplit("/", 1)[0]} && ln -sf "$(command -v jobgen-generator)" {GENERATOR_LINK}')
+    c.write_file("/etc/jobgen/cached.yaml", CACHED.format(word="first"))
+    scenario.units += ["gen-cached.timer", "gen-cached.service"]
+    unit = "/run/systemd/generator/gen-cached.service"
+    try:
+        c.systemctl("daemon-reload")
+        [first] = _entries(c)
+        assert first.split()[0] == expected and first.split()[2:] == ["600", "root"], first
+        assert c.run("stat", "-c", "%a %U", expected).stdout.split() == ["700", "root"]
+        compiled = c.read_file(unit)
+
+        c.systemctl("daemon-reload")
+        assert _entries(c) == [first]  # read, not written again: a hit
+        assert c.read_file(unit) == compiled  # systemd emptied the folder; the hit wrote it
+        assert _show(c, "gen-cached.timer", "LoadState")["LoadState"] == "loaded"
+
+        c.write_file("/etc/jobgen/cached.yaml", CACHED.format(word="second"))
+        c.systemctl("daemon-reload")
+        assert len(_entries(c)) == 2  # a miss, stored beside the first
+        assert b"/bin/echo second" in c.read_file(unit)
+        # Nothing went to the journal: no note, no error.
+        assert [e.get("MESSAGE") for e in c.journal(f"SYSLOG_IDENTIFIER={IDENT}", "--grep=cache")] == []
+    finally:
+        c.run("rm", "-rf", "/etc/jobgen", GENERATOR_LINK, gencache.FOLDER.rsplit("/", 1)[0], gencache.RUN_FOLDER)
+        c.systemctl("daemon-reload")
+
+
 def test_at_boot_the_generated_timer_starts_by_itself_and_runs(systemd_jobgen, tmp_path):
     """A fresh boot with jobgen, the generator link and the manifests already in place (bound
     read-only into a second container of the same release): the generator runs in the
     early-boot environment, timers.target.wants starts the timer with no `systemctl start`,
     and the job runs under its lock; the broken manifest costs nothing but its own units,
     and its error reaches the journal although neither /dev/kmsg nor journald was there."""
-    # jobgen as installed in the session's container of this release, copied out once.
-    venv = tmp_path / "opt-jobgen"
-    venv.mkdir()
-    data = systemd_jobgen.run("tar", "-C", "/opt/jobgen", "-c", ".", binary=True).stdout
-    tarfile.open(fileobj=io.BytesIO(data)).extractall(venv)
     etc = tmp_path / "etc-jobgen"
     etc.mkdir()
     (etc / "good.yaml").write_text(GOOD.format(lock=f"{LOCK_DIR}/gen-tick.lock"))
     (etc / "broken.yaml").write_text(BROKEN)
-    gens = tmp_path / "generators"
-    gens.mkdir()
-    (gens / "jobgen-generator").symlink_to("/opt/jobgen/bin/jobgen-generator")
-    binds = [f"--bind-ro={venv}:/opt/jobgen", f"--bind-ro={etc}:/etc/jobgen", f"--bind-ro={gens}:{GENERATOR_LINK.rsplit('/', 1)[0]}"]
-    c = Container(systemd_jobgen.release, extra_nspawn_args=tuple(binds))
-    try:
-        c.boot()
-    except HarnessError as e:
-        pytest.fail(str(e), pytrace=False)
+    c = _boot_with_manifests(systemd_jobgen, tmp_path, etc)
     try:
         timer = _show(c, "gen-tick.timer", "ActiveState", "FragmentPath")
         assert timer["ActiveState"] == "active", timer  # nobody started it: the boot did
@@ -205,24 +244,12 @@ def test_hostile_manifests_in_etc_jobgen_do_not_stall_the_boot(systemd_jobgen, t
     import container as harness
     from test_generator import hostile_manifests
 
-    venv = tmp_path / "opt-jobgen"
-    venv.mkdir()
-    data = systemd_jobgen.run("tar", "-C", "/opt/jobgen", "-c", ".", binary=True).stdout
-    tarfile.open(fileobj=io.BytesIO(data)).extractall(venv)
     etc = tmp_path / "etc-jobgen"
     hostile_manifests(etc, never=1000, slow_files=3)
-    gens = tmp_path / "generators"
-    gens.mkdir()
-    (gens / "jobgen-generator").symlink_to("/opt/jobgen/bin/jobgen-generator")
-    binds = [f"--bind-ro={venv}:/opt/jobgen", f"--bind-ro={etc}:/etc/jobgen", f"--bind-ro={gens}:{GENERATOR_LINK.rsplit('/', 1)[0]}"]
     # The boot waits for the generator (up to its 30 s deadline) on a loaded machine.
     monkeypatch.setattr(harness, "BOOT_TIMEOUT", 240.0)
     monkeypatch.setattr(harness, "HALT_TIMEOUT", 180.0)  # and stopping thousands of timers takes a while too
-    c = Container(systemd_jobgen.release, extra_nspawn_args=tuple(binds))
-    try:
-        c.boot()
-    except HarnessError as e:
-        pytest.fail(str(e), pytrace=False)
+    c = _boot_with_manifests(systemd_jobgen, tmp_path, etc)
     try:
         assert c.systemctl("is-active", "multi-user.target", check=False).stdout.strip() == "active"
         timer = _show(c, "ordinary.timer", "ActiveState", "FragmentPath")
@@ -246,6 +273,26 @@ def test_hostile_manifests_in_etc_jobgen_do_not_stall_the_boot(systemd_jobgen, t
         _all_reported(c, "/etc/jobgen", "after daemon-reload")
     finally:
         c.halt()
+
+
+def _boot_with_manifests(systemd_jobgen, tmp_path, etc) -> Container:
+    """A second container of the session's release, booted with jobgen as installed in the
+    session's container (copied out), the generator link and the manifests of ``etc``
+    bound read-only into place, so the generator runs in the early-boot environment."""
+    venv = tmp_path / "opt-jobgen"
+    venv.mkdir()
+    data = systemd_jobgen.run("tar", "-C", "/opt/jobgen", "-c", ".", binary=True).stdout
+    tarfile.open(fileobj=io.BytesIO(data)).extractall(venv)
+    gens = tmp_path / "generators"
+    gens.mkdir()
+    (gens / "jobgen-generator").symlink_to("/opt/jobgen/bin/jobgen-generator")
+    binds = [f"--bind-ro={venv}:/opt/jobgen", f"--bind-ro={etc}:/etc/jobgen", f"--bind-ro={gens}:{GENERATOR_LINK.rsplit('/', 1)[0]}"]
+    c = Container(systemd_jobgen.release, extra_nspawn_args=tuple(binds))
+    try:
+        c.boot()
+    except HarnessError as e:
+        pytest.fail(str(e), pytrace=False)
+    return c
 
 
 def _all_reported(c, folder: str, when: str) -> None:

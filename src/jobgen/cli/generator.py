@@ -21,6 +21,10 @@ problem is written:
 Exit 0 unless the output folder cannot be written: a bad manifest is reported and
 skipped, never a failed generator.
 
+A run whose inputs (manifests, jobgen's code, the running systemd, the arguments) are
+those of an earlier complete run writes what that run wrote, from its compiled cache
+entry, without loading the compiler (host/gencache.py).
+
 It never stalls the boot: each manifest's units are written as soon as it compiles, and
 at its deadline (host/generator.py DEADLINE_SEC, a third of the 90 s systemd gives all
 generators) an alarm stops the compilation in progress; the manifests not reached are
@@ -30,8 +34,9 @@ reported like a skipped one, and what was written stays.
 from __future__ import annotations
 
 # Start-up: os, sys and time only (all three already loaded by the interpreter) until a
-# manifest is found; contextlib, signal (enum), exits.py (the contract tables) and the
-# compiler come after that (host/sources.py).
+# manifest is found (host/sources.py); then the compiled cache (host/gencache.py: stat,
+# errno and the interpreter's sha256), and only on a miss contextlib, signal (enum),
+# exits.py (the contract tables) and the compiler.
 import os
 import sys
 import time
@@ -125,17 +130,29 @@ def run(argv: list[str], env: dict[str, str]) -> int:
     dirs = sources.manifest_dirs(env)
     if not sources.any_manifest(dirs):
         return 0  # what most hosts at most reloads get: nothing to write, nothing loaded
-    from jobgen.host import generator
-    from jobgen.runtime.spawn import running_jobgen
-
-    manifests = generator.discover(dirs)
-    if not manifests:
+    paths = sources.discover(dirs)
+    if not paths:
         return 0
     log = Log(env)
     normal = argv[0]
+    from jobgen.host import gencache
+
+    cache = _Cache(argv, env, paths, log)
+    if (entry := cache.lookup()) is not None:
+        try:
+            gencache.write(normal, entry)
+        except OSError as exc:
+            log("error", f"{IDENT}: cannot write into {normal}: {exc}")
+            return EXIT_CANNOT_WRITE
+        for severity, text in entry.lines:
+            log(severity, text)
+        return _boot_report(log, normal)
+    from jobgen.host import generator
+    from jobgen.runtime.spawn import running_jobgen
+
+    manifests = [generator.Path(p) for p in paths]
     seconds = _deadline(env)
     alarm = _Alarm(seconds)
-    running, _ = generator.running_systemd()
 
     def emit(part: generator.Outcome) -> None:
         with alarm.held():  # a manifest's units are written whole, never cut by the alarm
@@ -143,23 +160,33 @@ def run(argv: list[str], env: dict[str, str]) -> int:
 
     try:
         with alarm:
-            outcome = generator.generate(manifests, normal, running, holder=running_jobgen(sys.argv[0]),
+            outcome = generator.generate(manifests, normal, cache.running[0], holder=running_jobgen(sys.argv[0]),
                                          emit=emit, deadline=alarm.deadline)
     except OSError as exc:
         log("error", f"{IDENT}: cannot write into {normal}: {exc}")
         return EXIT_CANNOT_WRITE
-    for d in outcome.diagnostics:
-        if d.severity in SHOWN:
-            log(d.severity, str(d))
+    lines = [(d.severity, str(d)) for d in outcome.diagnostics if d.severity in SHOWN]
+    for severity, text in lines:
+        log(severity, text)
     for path in outcome.skipped:
         log("error", f"{IDENT}: {path} skipped: none of its units were generated; fix it, then `systemctl daemon-reload`")
     for path in outcome.left:
         log("error", f"{IDENT}: {path} left out: the generator reached its {seconds:g} s deadline before this manifest was done "
                      f"(systemd allows generators {generator.SYSTEMD_GENERATOR_TIMEOUT_SEC} s); `jobgen check` it, "
                      "then `systemctl daemon-reload`")
+    if not outcome.skipped and not outcome.left:
+        # Only a run that generated every manifest is kept: a broken one is compiled (and
+        # reported with its positions) at every run until it is fixed.
+        cache.store(gencache.Entry(outcome.files, outcome.links, lines))
+    return _boot_report(log, normal)
+
+
+def _boot_report(log: Log, normal: str) -> int:
     if log.undelivered:
         # Early boot in a container: no /dev/kmsg, journald not started yet. A unit that
         # prints the lines once the journal runs carries them there instead.
+        from jobgen.host import generator
+
         report = generator.Outcome()
         generator.add_boot_report(report, normal, log.undelivered)
         try:
@@ -168,6 +195,49 @@ def run(argv: list[str], env: dict[str, str]) -> int:
             log("error", f"{IDENT}: cannot write into {normal}: {exc}")
             return EXIT_CANNOT_WRITE
     return 0
+
+
+class _Cache:
+    """The compiled cache around one run (host/gencache.py): a hit writes what the entry
+    holds; a miss compiles, then stores what it wrote in the first folder that takes it.
+    Any problem with the cache is a miss; one that is not just "nothing there" (an entry
+    truncated, changed, not root's, a link) is also one note, and the miss writes a good
+    entry over it."""
+
+    def __init__(self, argv: list[str], env: dict[str, str], paths: list[str], log: Log):
+        from jobgen.host import gencache, machine
+
+        self.running = machine.running_systemd()
+        self.folders = gencache.folders(env)
+        self._log = log
+        self._inputs = (argv, env, paths, self.running, sys.argv[0])
+        self._code = gencache.code_marks() if self.folders else []
+        self.key = gencache.key(*self._inputs, code=self._code) if self.folders else None
+
+    def lookup(self):
+        from jobgen.host import gencache
+
+        if self.key is None:
+            return None
+        for where in self.folders:
+            try:
+                if (entry := gencache.lookup(where, self.key)) is not None:
+                    return entry
+            except gencache.Untrusted as exc:
+                self._log("note", f"{IDENT}: compiled cache not used: {exc}; compiling the manifests")
+                return None
+        return None
+
+    def store(self, entry) -> None:
+        from jobgen.host import gencache
+
+        # A manifest edited while it compiled: what was written may be the old bytes or the
+        # new, so it is kept under neither.
+        if self.key is None or gencache.key(*self._inputs, code=self._code) != self.key:
+            return
+        for where in self.folders:
+            if gencache.store(where, self.key, entry):
+                return
 
 
 def _deadline(env: dict[str, str]) -> float:

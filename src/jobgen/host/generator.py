@@ -38,9 +38,7 @@ Pure except for reading manifests and the running systemd's version (``discover`
 
 from __future__ import annotations
 
-import glob
 import os
-import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -51,6 +49,7 @@ from jobgen.compiler import header
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.notify import MAIL_TEMPLATE
 # Where manifests are read (re-exported: MANIFEST_DIRS, MANIFEST_DIRS_ENV, manifest_dirs).
+from jobgen.host import sources
 from jobgen.host.sources import MANIFEST_DIRS, MANIFEST_DIRS_ENV, MANIFEST_SUFFIX, is_manifest_name, manifest_dirs  # noqa: F401
 
 if TYPE_CHECKING:
@@ -64,29 +63,12 @@ REPORT_UNIT = "jobgen-generator-report.service"
 REPORT_IDENT = "jobgen-generator"  # the identifier the generator's own lines carry
 CAT = "/bin/cat"  # coreutils; /bin is on every systemd distribution (a link on merged /usr)
 HEADER = header.GENERATOR
-# Vendor unit folders (systemd.unit(5) load path, below the generator's normal folder): a
-# generated unit of the same name would silently replace the package's unit.
-VENDOR_UNIT_DIRS = ("/usr/local/lib/systemd/system", "/usr/lib/systemd/system", "/lib/systemd/system")
-# systemd-tmpfiles' own path: /usr/bin on merged-/usr systems (Debian 12+, RHEL, Fedora),
-# /bin on older Debian. Exec lines need an absolute path.
-TMPFILES_BINARIES = ("/usr/bin/systemd-tmpfiles", "/bin/systemd-tmpfiles")
-
-# The running manager's version. PID 1 maps libsystemd-shared-<version>.so (its file name
-# carries the release: "libsystemd-shared-252.so" on Debian 12, "-257.so" on Debian 13,
-# "-255.13-1.fc40.so" on Fedora), so /proc/1/maps names the release that *runs*, even
-# after a package upgrade not yet followed by daemon-reexec. systemd passes no version to
-# generators (their environment is SYSTEMD_SCOPE, SYSTEMD_IN_INITRD, SYSTEMD_FIRST_BOOT,
-# SYSTEMD_VIRTUALIZATION, SYSTEMD_ARCHITECTURE; systemd.generator(7), 251+) and must not be
-# asked (no systemctl in a generator). When PID 1 is not systemd or its maps cannot be read,
-# the installed library's name is the next best witness.
-PID1_MAPS = "/proc/1/maps"
-INSTALLED_LIBS = (
-    "/usr/lib/*/systemd/libsystemd-shared-*.so",  # Debian, Ubuntu (multiarch)
-    "/usr/lib64/systemd/libsystemd-shared-*.so",  # Fedora, RHEL
-    "/usr/lib/systemd/libsystemd-shared-*.so",  # Arch, upstream default
-    "/lib/systemd/libsystemd-shared-*.so",  # Debian before merged /usr
+# What it reads of the machine (re-exported): the running systemd, systemd-tmpfiles' path,
+# the vendor unit folders (host/machine.py, standard library only, for the cache's key).
+from jobgen.host.machine import (  # noqa: E402,F401
+    INSTALLED_LIBS, PID1_MAPS, TMPFILES_BINARIES, VENDOR_UNIT_DIRS, running_systemd, tmpfiles_binary,
 )
-_LIB_VERSION = re.compile(r"/libsystemd-shared-([0-9]+)[^/]*\.so")
+from jobgen.host.machine import vendor_unit as _vendor_unit  # noqa: E402
 
 # systemd runs generators in parallel and waits DEFAULT_TIMEOUT_USEC for all of them: 90 s
 # (252: src/basic/def.h; 257: src/basic/constants.h from meson's default-timeout-sec=90;
@@ -105,47 +87,9 @@ class DeadlineReached(BaseException):
     BaseException: generate()'s net for compiler bugs must not catch it)."""
 
 
-def _masked(path: Path) -> bool:
-    # systemd's convention for masking a vendor file: an empty file or a link to /dev/null.
-    try:
-        return os.path.realpath(path) == os.devnull or path.stat().st_size == 0
-    except OSError:
-        return False
-
-
 def discover(dirs: tuple[str, ...]) -> list[Path]:
-    """The manifests to generate from, in file-name order: per file name, the one in the
-    first folder that has it; a masked winner hides the name altogether."""
-    chosen: dict[str, Path] = {}
-    for folder in dirs:
-        try:
-            names = os.listdir(folder)
-        except OSError:
-            continue  # a folder that does not exist holds no manifests
-        for name in names:
-            if is_manifest_name(name) and name not in chosen:
-                chosen[name] = Path(folder, name)
-    return [chosen[name] for name in sorted(chosen) if not _masked(chosen[name])]
-
-
-def running_systemd(maps: str = PID1_MAPS, installed: tuple[str, ...] = INSTALLED_LIBS) -> tuple[int | None, str]:
-    """(major release, where it was read) of the systemd that runs this host, or (None, why)."""
-    try:
-        with open(maps, encoding="utf-8", errors="replace") as fh:
-            for line in fh:
-                if m := _LIB_VERSION.search(line):
-                    return int(m[1]), maps
-    except OSError:
-        pass
-    for pattern in installed:
-        found = sorted({int(m[1]) for p in glob.glob(pattern) if (m := _LIB_VERSION.search(p))})
-        if found:
-            return found[-1], pattern
-    return None, "no libsystemd-shared in /proc/1/maps or " + ", ".join(installed)
-
-
-def tmpfiles_binary() -> str:
-    return next((p for p in TMPFILES_BINARIES if os.access(p, os.X_OK)), TMPFILES_BINARIES[0])
+    """The manifests to generate from, in file-name order (host/sources.py discover)."""
+    return [Path(p) for p in sources.discover(dirs)]
 
 
 @dataclass
@@ -207,10 +151,6 @@ def _compile(path: str, running: Target | None, holder: str) -> _Compiled:
     jobs = tuple(f"{job.name}.service" for job in manifest.jobs)
     notes = tuple(sorted(set(result.diagnostics) | set(extra)))
     return _Compiled(path, units, tmpfiles, wanted_by, owners, jobs, notes)
-
-
-def _vendor_unit(name: str) -> str | None:
-    return next((path for d in VENDOR_UNIT_DIRS if os.path.lexists(path := os.path.join(d, name))), None)
 
 
 def _clashes(compiled: _Compiled, taken: dict[str, str]) -> list[Diagnostic]:

@@ -39,3 +39,26 @@ def any_manifest(dirs: tuple[str, ...]) -> bool:
         except OSError:
             continue  # a folder that does not exist holds no manifests
     return False
+
+
+def _masked(path: str) -> bool:
+    # systemd's convention for masking a vendor file: an empty file or a link to /dev/null.
+    try:
+        return os.path.realpath(path) == os.devnull or os.stat(path).st_size == 0
+    except OSError:
+        return False
+
+
+def discover(dirs: tuple[str, ...]) -> list[str]:
+    """The manifests to generate from, in file-name order: per file name, the one in the
+    first folder that has it; a masked winner hides the name altogether."""
+    chosen: dict[str, str] = {}
+    for folder in dirs:
+        try:
+            names = os.listdir(folder)
+        except OSError:
+            continue  # a folder that does not exist holds no manifests
+        for name in names:
+            if is_manifest_name(name) and name not in chosen:
+                chosen[name] = os.path.join(folder, name)
+    return [chosen[name] for name in sorted(chosen) if not _masked(chosen[name])]
