@@ -29,21 +29,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
+sys.path.insert(0, str(REPO / "bench"))
 
+import harness as h  # noqa: E402
 from lockservers import SERVERS, holder_argv, holder_env  # noqa: E402
 
 COMMAND = ["/bin/true"]
 CLIENTS = {"redis": "redis", "mariadb": "pymysql", "postgres": "psycopg"}
-
-
-def timed(argv: list[str], runs: int, env: dict[str, str]) -> list[float]:
-    subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL)  # warm caches
-    times = []
-    for _ in range(runs):
-        t0 = time.perf_counter()
-        subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL)
-        times.append(time.perf_counter() - t0)
-    return times
 
 
 def overlap_once(server, how: str, work: Path, n: int) -> float:
@@ -77,10 +69,6 @@ def overlap_once(server, how: str, work: Path, n: int) -> float:
     return max(0.0, (last_beat(beats) - int(second.read_text())) / 1e9)
 
 
-def p90(xs: list[float]) -> float:
-    return sorted(xs)[max(0, int(len(xs) * 0.9) - 1)]
-
-
 def versions() -> list[str]:
     out = [f"Python {platform.python_version()}", f"{os.cpu_count()} CPUs",
            platform.platform()]
@@ -94,11 +82,22 @@ def versions() -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--quick", action="store_true", help="8 rounds, 2 lock-loss trials")
     ap.add_argument("--out", default=str(REPO / "bench" / "results-holder.md"))
     ap.add_argument("--overlap", type=int, default=5, metavar="T",
                     help="lock-loss trials per case (0: skip)")
     args = ap.parse_args()
+    if args.quick:
+        args.runs, args.overlap = 8, min(args.overlap, 2)
+    # jobgen as users run it (the installed wheel, bytecode compiled), not the editable
+    # checkout, whose bytecode a PYTHONDONTWRITEBYTECODE environment never keeps.
+    venv = h.installed_jobgen()
+    python = str(venv / "bin" / "python")
+    holder = [python, "-m", "jobgen", "lock"]
+
+    def lock_argv(*a: str) -> list[str]:
+        return [*holder, *holder_argv(*a)[len(holder_argv()):]]
 
     env = holder_env()
     work = Path(tempfile.mkdtemp(prefix="jobgen-bench-"))
@@ -107,7 +106,7 @@ def main() -> int:
         ("bare command", COMMAND),
         ("flock(1) host lock", ["flock", "--nonblock", "--conflict-exit-code", "75",
                                 str(work / "bench.lock"), *COMMAND]),
-        ("python3 -c pass (interpreter start, for scale)", [sys.executable, "-c", "pass"]),
+        ("`python -c pass` (interpreter start)", [python, "-c", "pass"]),
     ]
     servers = []
     skipped = []
@@ -124,18 +123,23 @@ def main() -> int:
             server.start()
         servers.append(server)
         client = CLIENTS[kind]
-        cases.append((f"python3 -c 'import jobgen.runtime.lock, {client}' (imports only)",
-                      [sys.executable, "-c", f"import jobgen.runtime.lock, {client}"]))
+        cases.append((f"`python -c 'import {client}'` (interpreter + client import)",
+                      [python, "-c", f"import {client}"]))
+        cases.append((f"`python -c 'import jobgen.runtime.lock, {client}'` (imports only)",
+                      [python, "-c", f"import jobgen.runtime.lock, {client}"]))
         cases.append((f"jobgen lock, {kind}",
-                      holder_argv("--backend", server.url(), "--name", "bench", "--", *COMMAND)))
+                      lock_argv("--backend", server.url(), "--name", "bench", "--", *COMMAND)))
 
-    rows = []
+    stats = {label: h.Stat(label) for label, _ in cases}
     overlaps: list[tuple[str, str, list[float]]] = []
+    facts = h.machine_facts(python)
     try:
+        # Every case once before the rounds (page cache, the servers' first connection).
         for label, argv in cases:
-            times = timed(argv, args.runs, env)
-            rows.append((label, statistics.median(times), p90(times)))
-            print(f"{label:50s} median {statistics.median(times) * 1000:7.1f} ms", flush=True)
+            h.measure(argv, env=env)
+        h.in_turn(args.runs, [(stats[label], argv, {"env": env}) for label, argv in cases])
+        for stat in stats.values():
+            print(stat.row(), flush=True)
         for server in servers:
             for how in ("session-killed", "restart") if args.overlap else ():
                 got = [overlap_once(server, how, work, n) for n in range(args.overlap)]
@@ -146,27 +150,39 @@ def main() -> int:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
-    bare = rows[0][1]
+    bare = stats[cases[0][0]]
     lines = [
         "# `jobgen lock` overhead per run",
         "",
-        f"`bench/bench_holder.py --runs {args.runs}`, {time.strftime('%Y-%m-%d')}; "
-        + ", ".join(versions()) + ".",
-        "Each row runs `/bin/true` through the lock, servers on loopback; wall time per run",
-        "(fork+exec of the whole chain, lock taken and released). The holder is started as",
-        "`python -m jobgen lock ...` from the repository's virtualenv.",
+        f"Produced by `bench/run` (`bench/bench_holder.py --runs {args.runs}`), {time.strftime('%Y-%m-%d')}.",
+        facts,
+        "Clients: " + ", ".join(versions()) + ".",
         "",
-        "| how | median ms | p90 ms | overhead vs bare (median) ms |",
-        "|---|---:|---:|---:|",
+        h.METHOD,
+        "Each row runs `/bin/true` (through the lock, where there is one); servers on loopback, started by the",
+        "benchmark (tests/cluster/lockservers.py); the holder is `python -m jobgen lock ...` of jobgen installed",
+        f"from this checkout's wheel. {args.runs} rounds, every case once per round.",
+        "",
     ]
-    for label, med, p in rows:
-        lines.append(f"| {label} | {med * 1000:.1f} | {p * 1000:.1f} | {(med - bare) * 1000:.1f} |")
+    ratios = ["| lock overhead (CPU medians) | measured | target |", "|---|---|---|"]
+    for server in servers:
+        client = CLIENTS[server.kind]
+        lock = stats[f"jobgen lock, {server.kind}"]
+        floor = stats[f"`python -c 'import {client}'` (interpreter + client import)"]
+        imports = stats[f"`python -c 'import jobgen.runtime.lock, {client}'` (imports only)"]
+        ratios.append(f"| {server.kind}: `jobgen lock` − (interpreter + `import {client}`) | "
+                      f"{(lock.cpu - floor.cpu) * 1000:+.0f} ms CPU ({(lock.wall - floor.wall) * 1000:+.0f} ms wall) | ≤ 20 ms |")
+        ratios.append(f"| {server.kind}: `jobgen lock` − (`import jobgen.runtime.lock, {client}`) | "
+                      f"{(lock.cpu - imports.cpu) * 1000:+.0f} ms CPU ({(lock.wall - imports.wall) * 1000:+.0f} ms wall) | |")
+    lines += [*ratios, "", f"| how | {h.ROW_HEADER} CPU over bare |", "|---|---|---|---|---|"]
+    for stat in stats.values():
+        lines.append(f"{stat.row()} {(stat.cpu - bare.cpu) * 1000:+.1f} ms |")
     if skipped:
         lines += ["", "Skipped: " + "; ".join(skipped)]
     lines += [
         "",
         "Most of the holder's cost is starting Python and importing the backend's client",
-        "library: compare each `jobgen lock` row with the `imports only` row above it. The",
+        "library: compare each `jobgen lock` row with the import rows above it. The",
         "lock itself (connect, authenticate, acquire, start the command, release) is the",
         "difference. Against a timer's accuracy (AccuracySec= defaults to 1min,",
         "systemd.timer(5)) this is noise, but it is paid on every run, on every node.",
