@@ -385,6 +385,7 @@ def quadlet() -> list[str] | None:
 
 
 VENV_ENV = "JOBGEN_BENCH_VENV"
+STAMP = "jobgen-bench-complete"
 
 
 def installed_jobgen() -> Path:
@@ -394,7 +395,7 @@ def installed_jobgen() -> Path:
     builds it once for every script and names it in JOBGEN_BENCH_VENV; a script run alone
     builds it itself."""
     given = os.environ.get(VENV_ENV)
-    if given and (Path(given) / "bin" / "jobgen").exists():
+    if given and (Path(given) / STAMP).exists():
         return Path(given)
     venv = CACHE / "bench" / "venv"
     shutil.rmtree(venv, ignore_errors=True)
@@ -403,5 +404,6 @@ def installed_jobgen() -> Path:
     # when its backend is used).
     subprocess.run([str(venv / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check",
                     f"{REPO}[redis,mariadb,postgres]"], check=True)
+    (venv / STAMP).write_text("complete\n")
     os.environ[VENV_ENV] = str(venv)
     return venv
