@@ -82,6 +82,17 @@ def inner(args) -> None:
     env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
            "JOBGEN_CACHE_DIR": str(home / "jobgen-cache")}
 
+    def snapshot() -> set[str]:
+        """Every entry in the overlays' upper layers and in HOME: what a run left outside its
+        output folders (a cache, if the generator keeps one)."""
+        found = {f"$HOME/{p.relative_to(home)}" for p in home.rglob("*")}
+        for sub in ("etc", "var", "run"):
+            up = scratch / "overlay" / sub / "upper"
+            found |= {f"/{sub}/{p.relative_to(up)}" for p in up.rglob("*")}
+        return found
+
+    kept: dict[str, list[str]] = {}
+
     def reset_all(files):
         shutil.rmtree(home, ignore_errors=True)
         home.mkdir()
@@ -118,7 +129,9 @@ def inner(args) -> None:
             def jobgen_pair():
                 reset_all(files)
                 argv = gen_argv([str(venv / "bin" / "jobgen-generator")])
+                before = snapshot()
                 cold.samples.append(h.measure(argv, env=env, before=generator_dirs(out, sync)))
+                kept[case] = sorted(snapshot() - before)
                 warm.samples.append(h.measure(argv, env=env, before=generator_dirs(out, sync)))
                 counts[cold.label] = counts[warm.label] = entries(out)
 
@@ -156,6 +169,11 @@ def inner(args) -> None:
                                   f"{ratio_cell(stat.wall, py.wall)} | |")
     stage.close()
     disk_fs = h.fstype(disk_out.parent)
+    left = sorted({p for paths in kept.values() for p in paths})
+    kept_line = ("What jobgen's cold run left outside its output folders (a cache, if it keeps one; found by "
+                 "comparing the overlays' upper layers and HOME before and after it): "
+                 + (", ".join(f"`{p}`" for p in left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+                    if left else "nothing, so its warm run is simply a second run") + ".")
     subprocess.run(["umount", str(scratch)], check=True)
     shutil.rmtree(disk_out.parent, ignore_errors=True)
     text = [
@@ -166,6 +184,7 @@ def inner(args) -> None:
         "written back, whichever tool made them).",
         f"{runs} rounds; in each, after a reset, the tools in turn (the order rotated each round): "
         "jobgen's cold run and its warm run right after it, then each other generator once.",
+        kept_line,
         *(["Not measured (bench/fetch-references did not provide them): " + ", ".join(missing) + "."] if missing else []),
         "",
         "| ratio (medians) | measured | target |",
