@@ -9,13 +9,13 @@ A benchmark, not a test: nothing here is asserted, numbers depend on the machine
 from __future__ import annotations
 
 METHOD = """How every number is taken (bench/harness.py):
-- every run is a fresh process started by `launch`, a small C program compiled once into
-  jobgen's cache (LAUNCH_C below): it forks, execs the command and reads wait4(2)'s rusage of
-  that child alone. So CPU is the child's user+system time and peak RSS is the child's
-  ru_maxrss, without the share of a Python parent: a child forked (or vforked) from a Python
-  process starts with the parent's pages mapped, and Linux keeps that high-water mark in the
-  child's ru_maxrss across exec; the launcher's own is a few hundred KiB (the "/bin/true
-  through the launcher" row shows it);
+- every run is a fresh process started by `launch`, a small C program (LAUNCH_C in
+  bench/harness.py, compiled once into jobgen's cache): it forks, execs the command and reads
+  wait4(2)'s rusage of that child alone. So CPU is the child's user+system time (with any
+  children it waited for) and peak RSS is the child's ru_maxrss, without the share of a
+  Python parent: a child forked (or vforked) from a Python process starts with the parent's
+  pages mapped, and Linux keeps that high-water mark in the child's ru_maxrss across exec.
+  The launcher's own share is what a `/bin/true` row shows (about 1 MiB);
 - wall time is the launcher's CLOCK_MONOTONIC around fork and wait4;
 - runs of the tools compared are taken in turn (a, b, c, b, c, a, ...: the order rotates each
   round), so a slow spell of the machine falls on every side of a ratio; the figure is the
