@@ -1,185 +1,248 @@
 #!/usr/bin/env python3
-"""Benchmark: what `jobgen-generator` costs at every boot and `systemctl daemon-reload`.
+"""Benchmark: what `jobgen-generator` costs at every boot and `systemctl daemon-reload`,
+against other generators that turn files into units.
 
-    .venv/bin/python bench/bench_generator.py        # writes bench/results-generator.md
+    .venv/bin/python bench/bench_generator.py [--quick] [--runs N] [--no-reload]
+    # writes bench/results-generator.md
 
-The real console script (the one systemd runs) with JOBGEN_MANIFEST_DIRS pointing at
-synthetic manifests, writing into fresh, empty output folders on a tmpfs (/dev/shm when
-there is one), as systemd's /run/systemd/generator is: systemd empties those folders
-before every run. Cases: no manifest at all (what every host with the generator linked
-pays), 10 jobs, 200 jobs in one manifest, and 200 jobs spread over 20 manifests.
-The floor is the interpreter alone, twice: `python -c pass` (site and the virtualenv's
-.pth files, as the console script starts) and `python -I -c pass` (isolated: no site
-packages); the no-manifest run is also given as a ratio to the latter (aim: at most 2x,
-systemd.generator(7) asks generators to be fast).
-The cases above run with the compiled cache off (each run compiles); a second table
-(cache_rows) gives cold runs (no cache entry) and warm ones (a hit) of 10 and 200 jobs
-against systemd-cron's generator on the same jobs as a cron.d file (bench.py's unpacked
-Debian package, fetched with apt-get download).
-Each case runs RUNS times in a fresh process; wall time and CPU (user + system) are
-reported as the median with min-max spread, peak RSS as the largest child. The
-interpreter alone (`python -c pass`) is the floor. A benchmark, not a test: numbers
-depend on the machine and its load and are never asserted.
+1. The generators alone (bench/harness.py says how every number is taken), in a private
+   mount namespace: each reads its own compiled-in input folders, filled through overlays
+   (/etc/jobgen for jobgen, /etc/cron.d for systemd-cron, /etc/containers/systemd for
+   Quadlet) and writes into three empty folders (normal, early, late) as systemd gives
+   them, once on a private tmpfs (what /run/systemd/generator is) and once on the disk.
+   - jobgen-generator, installed from this checkout's wheel, run twice in a row: "cold"
+     right after every state it could keep was reset (the overlays over /etc, /var and /run
+     mounted afresh, HOME, XDG_CACHE_HOME and JOBGEN_CACHE_DIR empty), then "warm" (what a
+     cache kept by the first run gives the second; without one, just a second run);
+   - systemd-cron 1.15.19's generator (Debian 12), a Python script, run by the same
+     interpreter as jobgen;
+   - for scale: systemd-cron 2.x's C++ generator and Podman 5.4's quadlet (Debian 13),
+     through Debian 13's own loader and libraries (bench/fetch-references);
+   - `python -c pass` and `python -I -c pass` on that interpreter, the floor of the
+     no-manifest case.
+   Cases: no input at all, 10 jobs, 200 jobs in one file, 200 jobs in 20 files. The same
+   jobs for every tool: a daily time, one command, one user that exists here.
+2. `systemctl daemon-reload` on booted systemd 252 (Debian 12) and 257 (Debian 13), with and
+   without jobgen's generator linked (bench/bench_reload.py).
+A benchmark, not a test: nothing is asserted.
 """
 
 from __future__ import annotations
 
+import argparse
 import os
-import platform
-import resource
 import shutil
-import statistics
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-RUNS = 7
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+
+import harness as h  # noqa: E402
+
 OUT = Path(__file__).with_name("results-generator.md")
-GENERATOR = Path(sys.executable).with_name("jobgen-generator")
 
-
-def manifest(first: int, count: int) -> str:
-    lines = ["jobgen: 1", "defaults: {user: app}", "jobs:"]
-    for i in range(first, first + count):
-        lines += [f"  job-{i:05d}:", f"    command: [/usr/bin/php, artisan, 'task:{i}']", "    schedule: '*:0/5'", "    timeout: 4min"]
-        if i % 3 == 0:
-            lines += ["    overlap: wait", "    wait_timeout: 1min"]
-    return "\n".join(lines) + "\n"
-
-
-# case name -> manifests as (first job, job count) per file
+# case -> files as (first job, job count)
 CASES = {
-    "no manifest": [],
-    "10 jobs, 1 manifest": [(0, 10)],
-    "200 jobs, 1 manifest": [(0, 200)],
-    "200 jobs, 20 manifests": [(i * 10, 10) for i in range(20)],
+    "no input": [],
+    "10 jobs, 1 file": [(0, 10)],
+    "200 jobs, 1 file": [(0, 200)],
+    "200 jobs, 20 files": [(i * 10, 10) for i in range(20)],
 }
 
+def generator_dirs(out: Path, sync: bool):
+    """`before`: normal, early and late folders, empty, as systemd hands them over."""
 
-def run_once(argv: list[str], env: dict[str, str]) -> tuple[float, float, int]:
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    start = time.perf_counter()
-    r = subprocess.run(argv, capture_output=True, env=env, check=False)
-    wall = time.perf_counter() - start
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    if r.returncode != 0 or r.stderr:
-        raise SystemExit(f"{argv} failed ({r.returncode}): {r.stderr.decode()}")
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    return wall, cpu, after.ru_maxrss
+    def clear() -> None:
+        shutil.rmtree(out, ignore_errors=True)
+        for sub in ("normal", "early", "late"):
+            (out / sub).mkdir(parents=True)
+        if sync:
+            os.sync()
 
-
-def spread(values: list[float]) -> str:
-    return f"{statistics.median(values) * 1000:.0f} ms ({min(values) * 1000:.0f}-{max(values) * 1000:.0f})"
+    return clear
 
 
-def main() -> None:
-    if not GENERATOR.exists():
-        raise SystemExit(f"{GENERATOR} is missing: run scripts/bootstrap")
-    scratch = "/dev/shm" if os.path.isdir("/dev/shm") and os.access("/dev/shm", os.W_OK) else None
-    rows = []
-    with tempfile.TemporaryDirectory(dir=scratch) as tmp:
-        # The compiled cache off for these cases (each run compiles); cache_rows measures it.
-        base = {"PATH": os.environ["PATH"], "JOBGEN_GENERATOR_CACHE": ""}
-        floor = [run_once([sys.executable, "-c", "pass"], base) for _ in range(RUNS)]
-        rows.append(f"| interpreter alone (`python -c pass`) | - | {spread([r[0] for r in floor])} | {spread([r[1] for r in floor])} | {max(r[2] for r in floor) / 1024:.0f} MiB |")
-        print(rows[-1])
-        isolated = [run_once([sys.executable, "-I", "-c", "pass"], base) for _ in range(RUNS)]
-        rows.append(f"| interpreter alone, isolated (`python -I -c pass`) | - | {spread([r[0] for r in isolated])} | {spread([r[1] for r in isolated])} | {max(r[2] for r in isolated) / 1024:.0f} MiB |")
-        print(rows[-1])
-        medians = {}
-        for name, files in CASES.items():
-            src = Path(tmp, f"manifests-{len(rows)}")
-            src.mkdir()
-            for k, (first, count) in enumerate(files):
-                (src / f"m{k:02d}.yaml").write_text(manifest(first, count))
-            results, produced = [], 0
-            for _ in range(RUNS):
-                out = Path(tmp, "out")
-                shutil.rmtree(out, ignore_errors=True)
-                argv = [str(GENERATOR), str(out / "normal"), str(out / "early"), str(out / "late")]
-                results.append(run_once(argv, {**base, "JOBGEN_MANIFEST_DIRS": str(src)}))
-                produced = sum(1 for _ in (out / "normal").rglob("*")) if (out / "normal").exists() else 0
-            medians[name] = statistics.median(r[1] for r in results)
-            rows.append(f"| {name} | {produced} | {spread([r[0] for r in results])} | {spread([r[1] for r in results])} | {max(r[2] for r in results) / 1024:.0f} MiB |")
-            print(rows[-1])
-        cache_table = cache_rows(Path(tmp), base)
-    header = [
+def entries(out: Path) -> int:
+    return sum(1 for _ in (out / "normal").rglob("*"))
+
+
+def inner(args) -> None:
+    """Part 1, run inside the private mount namespace; writes its markdown to args.part."""
+    venv = Path(args.venv)
+    python = str(venv / "bin" / "python")
+    who = h.user()
+    scratch = Path(tempfile.mkdtemp(prefix="jobgen-bench-gen-"))
+    h.mount_tmpfs(scratch)
+    tmpfs_out = scratch / "out"
+    disk_out = h.disk_scratch() / "out"
+    home = scratch / "home"
+    stage = h.Stage(scratch)
+    env = {"PATH": os.environ["PATH"], "LANG": "C.UTF-8", "HOME": str(home), "XDG_CACHE_HOME": str(home / ".cache"),
+           "JOBGEN_CACHE_DIR": str(home / "jobgen-cache")}
+
+    def snapshot() -> set[str]:
+        """Every entry in the overlays' upper layers and in HOME: what a run left outside its
+        output folders (a cache, if the generator keeps one)."""
+        found = {f"$HOME/{p.relative_to(home)}" for p in home.rglob("*")}
+        for sub in ("etc", "var", "run"):
+            up = scratch / "overlay" / sub / "upper"
+            found |= {f"/{sub}/{p.relative_to(up)}" for p in up.rglob("*")}
+        return found
+
+    kept: dict[str, list[str]] = {}
+
+    def reset_all(files):
+        shutil.rmtree(home, ignore_errors=True)
+        home.mkdir()
+        stage.reset(files, who)
+
+    tools: list[tuple[str, list[str] | None]] = [
+        ("systemd-cron 1.15.19 (Python)", h.systemd_cron_python(python)),
+        (f"systemd-cron {h.reference_versions().get('systemd-cron@trixie', '2.x')} (C++), for scale", h.systemd_cron_cpp()),
+        (f"Podman quadlet {h.reference_versions().get('podman@trixie', '5.4')}, for scale", h.quadlet()),
+    ]
+    missing = [name for name, argv in tools if argv is None]
+    tools = [(name, argv) for name, argv in tools if argv is not None]
+    rows: list[str] = []
+    ratios: list[str] = []
+    floor: dict[str, h.Stat] = {}
+    runs = args.runs
+    for fs_name, out, sync in (("tmpfs", tmpfs_out, False), ("disk", disk_out, True)):
+        rows += ["", f"### Output on {fs_name} ({h.fstype(out.parent)})", "",
+                 f"| case | tool | units and files written | {h.ROW_HEADER}", "|---|---|---|---|---|---|"]
+        for case, files in CASES.items():
+            if fs_name == "disk" and case == "200 jobs, 20 files":
+                continue  # the split costs the same on either file system; the tmpfs shows it
+            cold = h.Stat("jobgen-generator, cold")
+            warm = h.Stat("jobgen-generator, warm (second run)")
+            refs = [h.Stat(name) for name, _ in tools]
+            extra = []
+            if case == "no input" and fs_name == "tmpfs":
+                extra = [(h.Stat("`/bin/true` (the launcher's own share)"), ["/bin/true"]),
+                         (h.Stat("`python -c pass`"), [python, "-c", "pass"]),
+                         (h.Stat("`python -I -c pass`"), [python, "-I", "-c", "pass"])]
+            counts: dict[str, int] = {}
+            gen_argv = lambda argv: [*argv, str(out / "normal"), str(out / "early"), str(out / "late")]  # noqa: E731
+
+            def jobgen_pair():
+                reset_all(files)
+                argv = gen_argv([str(venv / "bin" / "jobgen-generator")])
+                before = snapshot()
+                cold.samples.append(h.measure(argv, env=env, before=generator_dirs(out, sync)))
+                kept[case] = sorted(snapshot() - before)
+                warm.samples.append(h.measure(argv, env=env, before=generator_dirs(out, sync)))
+                counts[cold.label] = counts[warm.label] = entries(out)
+
+            def one(stat, argv):
+                def run():
+                    stat.samples.append(h.measure(argv, env=env, before=generator_dirs(out, sync)))
+                    counts[stat.label] = entries(out) if (out / "normal").exists() else 0
+                return run
+
+            steps = [jobgen_pair, *(one(s, gen_argv(argv)) for s, (_, argv) in zip(refs, tools)),
+                     *(one(s, argv) for s, argv in extra)]
+            reset_all(files)
+            for r in range(runs):
+                k = r % len(steps)
+                for step in steps[k:] + steps[:k]:
+                    step()
+            for stat in (cold, warm, *refs, *(s for s, _ in extra)):
+                shown = "-" if stat in [s for s, _ in extra] else str(counts.get(stat.label, 0))
+                rows.append(stat.row().replace(f"| {stat.label} |", f"| {case} | {stat.label} | {shown} |", 1))
+            print(f"{fs_name} {case}: cold {h.ms(cold.cpu)} ms, warm {h.ms(warm.cpu)} ms CPU", file=sys.stderr, flush=True)
+            for s, _ in extra:
+                floor[s.label] = s
+            py = refs[0] if tools and tools[0][0].startswith("systemd-cron 1.15") else None
+            if case == "no input" and floor:
+                for label, f in floor.items():
+                    if "python" not in label:
+                        continue
+                    ratios.append(f"| {fs_name}: no manifest (cold) / {label}, CPU | {ratio_cell(cold.cpu, f.cpu)} | ≤ 2× |")
+            elif py and case in ("10 jobs, 1 file", "200 jobs, 1 file"):
+                n = case.split()[0]
+                for label, stat, target in (("warm", warm, 1.0), ("cold", cold, 3.0)):
+                    ratios.append(f"| {fs_name}: {n} jobs, {label} / systemd-cron 1.15.19, CPU | "
+                                  f"{ratio_cell(stat.cpu, py.cpu)} | ≤ {target:.0f}× |")
+                    ratios.append(f"| {fs_name}: {n} jobs, {label} / systemd-cron 1.15.19, wall | "
+                                  f"{ratio_cell(stat.wall, py.wall)} | |")
+    stage.close()
+    disk_fs = h.fstype(disk_out.parent)
+    left = sorted({p for paths in kept.values() for p in paths})
+    kept_line = ("What jobgen's cold run left outside its output folders (a cache, if it keeps one; found by "
+                 "comparing the overlays' upper layers and HOME before and after it): "
+                 + (", ".join(f"`{p}`" for p in left[:8]) + (f" and {len(left) - 8} more" if len(left) > 8 else "")
+                    if left else "nothing, so its warm run is simply a second run") + ".")
+    subprocess.run(["umount", str(scratch)], check=True)
+    shutil.rmtree(disk_out.parent, ignore_errors=True)
+    text = [
+        "## The generators alone",
+        "",
+        f"Output folders: a private tmpfs mounted in the namespace (tmpfs), "
+        f"and {disk_out.parent} on the disk ({disk_fs}), synced before every run there (the previous run's deletions "
+        "written back, whichever tool made them).",
+        f"{runs} rounds; in each, after a reset, the tools in turn (the order rotated each round): "
+        "jobgen's cold run and its warm run right after it, then each other generator once.",
+        kept_line,
+        *(["Not measured (bench/fetch-references did not provide them): " + ", ".join(missing) + "."] if missing else []),
+        "",
+        "| ratio (medians) | measured | target |",
+        "|---|---|---|",
+        *ratios,
+        *rows,
+    ]
+    Path(args.part).write_text("\n".join(text) + "\n")
+
+
+def ratio_cell(a: float, b: float) -> str:
+    return h.ratio(a, b)
+
+
+def main() -> int:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int)
+    ap.add_argument("--quick", action="store_true", help="3 rounds, 3 reloads per case")
+    ap.add_argument("--no-reload", action="store_true", help="skip the booted systemd part")
+    ap.add_argument("--inner", action="store_true", help=argparse.SUPPRESS)
+    ap.add_argument("--venv", help=argparse.SUPPRESS)
+    ap.add_argument("--part", help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.runs is None:
+        args.runs = 3 if args.quick else 5
+    if args.inner:
+        inner(args)
+        return 0
+    subprocess.run([str(h.REPO / "bench" / "fetch-references")], check=True)
+    venv = h.installed_jobgen()
+    python = str(venv / "bin" / "python")
+    facts_before = h.machine_facts(python)
+    with tempfile.NamedTemporaryFile("r", suffix=".md") as part:
+        h.in_private_namespace([sys.executable, __file__, "--inner", "--venv", str(venv), "--part", part.name,
+                                "--runs", str(args.runs)])
+        generators = Path(part.name).read_text()
+    reload_text = ""
+    if not args.no_reload:
+        import bench_reload
+
+        reload_text = bench_reload.run(repeats=3 if args.quick else 5, venv=venv)
+    versions = ", ".join(f"{k.split('@')[0]} {v} (Debian {'12' if k.endswith('bookworm') else '13'})"
+                         for k, v in h.reference_versions().items() if not k.startswith("lib"))
+    text = "\n".join([
         "# jobgen-generator benchmark",
         "",
-        f"Machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}, "
-        f"load average {os.getloadavg()[0]:.1f} when it finished; output on {scratch or 'the default temporary folder'}.",
-        f"Produced by `bench/bench_generator.py`: the `jobgen-generator` console script in a fresh process, "
-        f"median (min-max) of {RUNS} runs, into empty folders as systemd gives it.",
-        "Entries = files, folders and links written into the normal folder. Peak RSS is the largest child so far (ru_maxrss).",
+        f"At the start: {facts_before}",
+        f"At the end: {h.machine_facts(python)}",
+        f"Produced by `bench/run` (`bench/bench_generator.py{' --quick' if args.quick else ''}`). References: {versions}.",
         "",
-        "| case | entries | wall time | CPU (user+sys) | peak RSS |",
-        "|---|---|---|---|---|",
-    ]
-    ratio = [
-        "",
-        f"No manifest / `python -I -c pass` (CPU medians): {medians['no manifest'] / statistics.median(r[1] for r in isolated):.2f}x (aim: at most 2x).",
-    ]
-    OUT.write_text("\n".join(header + rows + ratio + cache_table) + "\n")
-
-
-# The compiled cache (host/gencache.py): cold = no entry (compile, then store it), warm =
-# the entry of the same inputs is there (what every boot and reload after the first gets).
-CACHE_JOBS = (10, 200)
-
-
-def cache_rows(tmp: Path, base: dict[str, str]) -> list[str]:
-    """Cold and warm runs of one manifest of N jobs against systemd-cron's generator on the
-    same N jobs as a cron.d file (bench.py: the Debian package unpacked, its input paths
-    pointed at temporary folders, run by this interpreter), taken in turn."""
-    sys.path.insert(0, str(Path(__file__).parent))
-    from bench import crontab, systemd_cron
-
-    cron_gen = systemd_cron(tmp)
-    version = cron_gen.with_suffix(".version").read_text() if cron_gen else None
-    rows = [
-        "",
-        "## The compiled cache: cold and warm against systemd-cron's generator",
-        "",
-        "Cold: no cache entry (the generator compiles, writes, then stores the entry). Warm: the entry of the same",
-        "inputs is there (every boot and daemon-reload after the first): the recorded files are written on the",
-        f"standard library alone. systemd-cron {version or '(not downloadable: not measured)'}'s generator on the same",
-        "jobs as a cron.d file, run by the same interpreter. CPU (user+sys), median (min-max) of "
-        f"{RUNS} runs each, the three taken in turn.",
-        "",
-        "| jobs | cold | warm | systemd-cron generator | cold / systemd-cron | warm / systemd-cron |",
-        "|---|---|---|---|---|---|",
-    ]
-    for n in CACHE_JOBS:
-        src = tmp / f"cache-manifests-{n}"
-        src.mkdir()
-        (src / "m00.yaml").write_text(manifest(0, n))
-        var_cache = tmp / f"var-cache-{n}"  # as /var/cache: the run makes jobgen/generator
-        var_cache.mkdir()
-        env = {**base, "JOBGEN_MANIFEST_DIRS": str(src), "JOBGEN_GENERATOR_CACHE": str(var_cache / "jobgen" / "generator")}
-        out = tmp / f"cache-out-{n}"
-        argv = [str(GENERATOR), str(out / "normal"), str(out / "early"), str(out / "late")]
-        cron = tmp / "cron"
-        if cron_gen:
-            (cron / "cron.d" / "jobs").write_text(crontab(n))
-        cold, warm, ref = [], [], []
-        for _ in range(RUNS):
-            shutil.rmtree(var_cache / "jobgen", ignore_errors=True)
-            shutil.rmtree(out, ignore_errors=True)
-            cold.append(run_once(argv, env)[1])
-            shutil.rmtree(out, ignore_errors=True)
-            warm.append(run_once(argv, env)[1])
-            if cron_gen:
-                shutil.rmtree(out, ignore_errors=True)
-                (out / "normal").mkdir(parents=True)
-                ref.append(run_once([sys.executable, str(cron_gen), str(out / "normal"), str(out / "normal"), str(out / "normal")], base)[1])
-        median = statistics.median
-        versus = (f"{median(cold) / median(ref):.2f}x | {median(warm) / median(ref):.2f}x" if ref else "- | -")
-        rows.append(f"| {n} | {spread(cold)} | {spread(warm)} | {spread(ref) if ref else 'not measured'} | {versus} |")
-        print(rows[-1])
-    return rows
+        h.METHOD,
+        generators.replace("\n\n\n", "\n\n"),
+        reload_text,
+    ])
+    OUT.write_text(text.rstrip() + "\n")
+    print(text)
+    return 0
 
 
 if __name__ == "__main__":
-    main()
+    sys.exit(main())

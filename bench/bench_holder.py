@@ -12,7 +12,6 @@ With --overlap T (default 5) it also measures, T times per case, how long a comm
 after its lock was lost on the server (key deleted / session killed, server restart) while a
 second holder takes the lock: the worst case per case is what docs/cluster-locks.md cites.
 The cases and the measurement are the tests' own (tests/cluster/test_lock_holder.py).
-With --overlap 0 the overlap section of the results file is kept as it was.
 """
 
 from __future__ import annotations
@@ -20,7 +19,6 @@ from __future__ import annotations
 import argparse
 import os
 import platform
-import resource
 import shutil
 import statistics
 import subprocess
@@ -31,41 +29,13 @@ from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
+sys.path.insert(0, str(REPO / "bench"))
 
+import harness as h  # noqa: E402
 from lockservers import SERVERS, holder_argv, holder_env  # noqa: E402
 
 COMMAND = ["/bin/true"]
-# What a unit's ExecStart= runs: the console script, not `python -m jobgen` (runpy).
-JOBGEN = Path(sys.executable).with_name("jobgen")
 CLIENTS = {"redis": "redis", "mariadb": "pymysql", "postgres": "psycopg"}
-
-
-def timed_once(argv: list[str], env: dict[str, str]) -> tuple[float, float]:
-    """Wall and CPU (user + system, of the process and every child it waited for) seconds
-    of one run. CPU is the steadier number on a loaded machine."""
-    before = resource.getrusage(resource.RUSAGE_CHILDREN)
-    t0 = time.perf_counter()
-    subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL)
-    wall = time.perf_counter() - t0
-    after = resource.getrusage(resource.RUSAGE_CHILDREN)
-    return wall, after.ru_utime - before.ru_utime + after.ru_stime - before.ru_stime
-
-
-# jobgen's own imports and option parsing, after the client library's, timed inside one
-# process (CPU): the part of the holder's start-up that is jobgen's.
-OWN_IMPORTS = """
-import time, {client}
-t = time.process_time()
-import jobgen.runtime.lock as lock
-lock.parse(["--backend", "{scheme}://h/0", "--name", "n", "--", "true"])
-print(time.process_time() - t)
-"""
-
-
-def own_imports(client: str, scheme: str, runs: int, env: dict[str, str]) -> list[float]:
-    code = OWN_IMPORTS.format(client=client, scheme=scheme)
-    return [float(subprocess.run([sys.executable, "-c", code], env=env, check=True,
-                                 capture_output=True, text=True).stdout) for _ in range(runs)]
 
 
 def overlap_once(server, how: str, work: Path, n: int) -> float:
@@ -99,10 +69,6 @@ def overlap_once(server, how: str, work: Path, n: int) -> float:
     return max(0.0, (last_beat(beats) - int(second.read_text())) / 1e9)
 
 
-def p90(xs: list[float]) -> float:
-    return sorted(xs)[max(0, int(len(xs) * 0.9) - 1)]
-
-
 def versions() -> list[str]:
     out = [f"Python {platform.python_version()}", f"{os.cpu_count()} CPUs",
            platform.platform()]
@@ -116,23 +82,31 @@ def versions() -> list[str]:
 
 def main() -> int:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    ap.add_argument("--runs", type=int, default=40)
+    ap.add_argument("--runs", type=int, default=20)
+    ap.add_argument("--quick", action="store_true", help="8 rounds, 2 lock-loss trials")
     ap.add_argument("--out", default=str(REPO / "bench" / "results-holder.md"))
     ap.add_argument("--overlap", type=int, default=5, metavar="T",
                     help="lock-loss trials per case (0: skip)")
     args = ap.parse_args()
+    if args.quick:
+        args.runs, args.overlap = 8, min(args.overlap, 2)
+    # jobgen as users run it (the installed wheel, bytecode compiled), not the editable
+    # checkout, whose bytecode a PYTHONDONTWRITEBYTECODE environment never keeps.
+    venv = h.installed_jobgen()
+    python = str(venv / "bin" / "python")
+    holder = [python, "-m", "jobgen", "lock"]
 
+    def lock_argv(*a: str) -> list[str]:
+        return [*holder, *holder_argv(*a)[len(holder_argv()):]]
+
+    env = holder_env()
     work = Path(tempfile.mkdtemp(prefix="jobgen-bench-"))
     os.chmod(work, 0o755)
-    # An installed jobgen runs from bytecode (pip and dh_python compile on install): never
-    # measure compiling its sources on every run.
-    env = holder_env(PYTHONPYCACHEPREFIX=str(work / "pycache"))
-    env.pop("PYTHONDONTWRITEBYTECODE", None)
     cases: list[tuple[str, list[str]]] = [
         ("bare command", COMMAND),
         ("flock(1) host lock", ["flock", "--nonblock", "--conflict-exit-code", "75",
                                 str(work / "bench.lock"), *COMMAND]),
-        ("python3 -c pass (interpreter start, for scale)", [sys.executable, "-c", "pass"]),
+        ("`python -c pass` (interpreter start)", [python, "-c", "pass"]),
     ]
     servers = []
     skipped = []
@@ -149,35 +123,23 @@ def main() -> int:
             server.start()
         servers.append(server)
         client = CLIENTS[kind]
-        cases.append((f"python3 -c 'import {client}' (the client library alone)",
-                      [sys.executable, "-c", f"import {client}"]))
-        cases.append((f"python3 -c 'import jobgen.runtime.lock, {client}' (imports only)",
-                      [sys.executable, "-c", f"import jobgen.runtime.lock, {client}"]))
+        cases.append((f"`python -c 'import {client}'` (interpreter + client import)",
+                      [python, "-c", f"import {client}"]))
+        cases.append((f"`python -c 'import jobgen.runtime.lock, {client}'` (imports only)",
+                      [python, "-c", f"import jobgen.runtime.lock, {client}"]))
         cases.append((f"jobgen lock, {kind}",
-                      [str(JOBGEN), "lock", "--backend", server.url(), "--name", "bench", "--",
-                       *COMMAND]))
+                      lock_argv("--backend", server.url(), "--name", "bench", "--", *COMMAND)))
 
-    rows = []
-    own: list[tuple[str, float, float]] = []
+    stats = {label: h.Stat(label) for label, _ in cases}
     overlaps: list[tuple[str, str, list[float]]] = []
+    facts = h.machine_facts(python)
     try:
-        for _, argv in cases:  # warm caches
-            subprocess.run(argv, env=env, check=True, stderr=subprocess.DEVNULL)
-        # Round-robin, not case after case: a load that changes meanwhile weighs on all alike.
-        got: list[list[tuple[float, float]]] = [[] for _ in cases]
-        for _ in range(args.runs):
-            for i, (_, argv) in enumerate(cases):
-                got[i].append(timed_once(argv, env))
-        for (label, _), runs in zip(cases, got):
-            walls, cpus = [w for w, _ in runs], [c for _, c in runs]
-            rows.append((label, statistics.median(walls), p90(walls), min(cpus),
-                         statistics.median(cpus)))
-            print(f"{label:60s} median {statistics.median(walls) * 1000:7.1f} ms, "
-                  f"CPU min {min(cpus) * 1000:7.1f} ms", flush=True)
-        for server in servers:
-            client = CLIENTS[server.kind]
-            cpus = own_imports(client, server.kind, args.runs, env)
-            own.append((client, min(cpus), statistics.median(cpus)))
+        # Every case once before the rounds (page cache, the servers' first connection).
+        for label, argv in cases:
+            h.measure(argv, env=env)
+        h.in_turn(args.runs, [(stats[label], argv, {"env": env}) for label, argv in cases])
+        for stat in stats.values():
+            print(stat.row(), flush=True)
         for server in servers:
             for how in ("session-killed", "restart") if args.overlap else ():
                 got = [overlap_once(server, how, work, n) for n in range(args.overlap)]
@@ -188,50 +150,41 @@ def main() -> int:
             server.stop()
         shutil.rmtree(work, ignore_errors=True)
 
+    bare = stats[cases[0][0]]
     lines = [
         "# `jobgen lock` overhead per run",
         "",
-        f"`bench/bench_holder.py --runs {args.runs}`, {time.strftime('%Y-%m-%d')}; "
-        + ", ".join(versions()) + ".",
-        "Each row runs `/bin/true` through the lock, servers on loopback; per run the wall",
-        "time (fork+exec of the whole chain, lock taken and released) and the CPU time",
-        "(user + system, the holder and what it waited for). The holder is started as a unit",
-        "starts it, by the `jobgen` console script of the repository's virtualenv, from",
-        "bytecode as installed. *Beyond the client*: the row minus the `python3 -c 'import",
-        "CLIENT'` row of its backend (the interpreter and the client library's import), that",
-        "is jobgen's own imports plus the lock's work (connect, acquire, the keeper's fork,",
-        "starting and reaping the command, release).",
+        f"Produced by `bench/run` (`bench/bench_holder.py --runs {args.runs}`), {time.strftime('%Y-%m-%d')}.",
+        facts,
+        "Clients: " + ", ".join(versions()) + ".",
         "",
-        f"Load average while measuring: {os.getloadavg()[0]:.1f} on {os.cpu_count()} CPUs; on a",
-        "loaded machine wall times are mostly waiting for a CPU: the CPU minimum is the",
-        "steadiest figure.",
+        h.METHOD,
+        "Each row runs `/bin/true` (through the lock, where there is one); servers on loopback, started by the",
+        "benchmark (tests/cluster/lockservers.py); the holder is `python -m jobgen lock ...` of jobgen installed",
+        f"from this checkout's wheel. {args.runs} rounds, every case once per round.",
         "",
-        "| how | wall median ms | wall p90 ms | CPU min ms | CPU median ms | beyond the client: CPU min ms (wall median) |",
-        "|---|---:|---:|---:|---:|---:|",
     ]
-    alone = None
-    for label, med, p, cpu_min, cpu in rows:
-        beyond = ""
-        if "(the client library alone)" in label:
-            alone = (med, cpu_min)
-        elif alone is not None:
-            beyond = f"{(cpu_min - alone[1]) * 1000:.1f} ({(med - alone[0]) * 1000:.1f})"
-        lines.append(f"| {label} | {med * 1000:.1f} | {p * 1000:.1f} | {cpu_min * 1000:.1f} | "
-                     f"{cpu * 1000:.1f} | {beyond} |")
-    if own:
-        lines += ["", "jobgen's own imports and option parsing, after the client library's,",
-                  "timed inside the process (CPU ms; the rest of *beyond the client* is the",
-                  "lock's work):", "", "| client imported first | CPU min ms | CPU median ms |",
-                  "|---|---:|---:|"]
-        lines += [f"| {c} | {lo * 1000:.1f} | {med * 1000:.1f} |" for c, lo, med in own]
+    ratios = ["| lock overhead (CPU medians) | measured | target |", "|---|---|---|"]
+    for server in servers:
+        client = CLIENTS[server.kind]
+        lock = stats[f"jobgen lock, {server.kind}"]
+        floor = stats[f"`python -c 'import {client}'` (interpreter + client import)"]
+        imports = stats[f"`python -c 'import jobgen.runtime.lock, {client}'` (imports only)"]
+        ratios.append(f"| {server.kind}: `jobgen lock` − (interpreter + `import {client}`) | "
+                      f"{(lock.cpu - floor.cpu) * 1000:+.0f} ms CPU ({(lock.wall - floor.wall) * 1000:+.0f} ms wall) | ≤ 20 ms |")
+        ratios.append(f"| {server.kind}: `jobgen lock` − (`import jobgen.runtime.lock, {client}`) | "
+                      f"{(lock.cpu - imports.cpu) * 1000:+.0f} ms CPU ({(lock.wall - imports.wall) * 1000:+.0f} ms wall) | |")
+    lines += [*ratios, "", f"| how | {h.ROW_HEADER} CPU over bare |", "|---|---|---|---|---|"]
+    for stat in stats.values():
+        lines.append(f"{stat.row()} {(stat.cpu - bare.cpu) * 1000:+.1f} ms |")
     if skipped:
         lines += ["", "Skipped: " + "; ".join(skipped)]
     lines += [
         "",
         "Most of the holder's cost is starting Python and importing the backend's client",
-        "library. redis-py cannot be imported in part: `redis/__init__.py` imports",
-        "`redis.asyncio` (asyncio, ssl) before any submodule, so `import redis.client` costs",
-        "what `import redis` does. Against a timer's accuracy (AccuracySec= defaults to 1min,",
+        "library: compare each `jobgen lock` row with the import rows above it. The",
+        "lock itself (connect, authenticate, acquire, start the command, release) is the",
+        "difference. Against a timer's accuracy (AccuracySec= defaults to 1min,",
         "systemd.timer(5)) this is noise, but it is paid on every run, on every node.",
         "",
     ]
@@ -256,13 +209,7 @@ def main() -> int:
             lines.append(f"| {kind} | {what[how][kind]} | {max(got):.3f} | "
                          f"{statistics.median(got):.3f} |")
         lines.append("")
-    out = Path(args.out)
-    if not overlaps and out.exists():  # --overlap 0: keep the last measured overlap section
-        kept = out.read_text().partition("\n## Lock lost on the server")
-        if kept[1]:
-            lines.append(kept[1].lstrip("\n") + kept[2].rstrip("\n"))
-            lines.append("")
-    out.write_text("\n".join(lines))
+    Path(args.out).write_text("\n".join(lines))
     print(f"wrote {args.out}")
     return 0
 
