@@ -271,6 +271,18 @@ def test_cli_writes_the_manifest_and_exits_1_when_lines_were_left_out(tmp_path):
     assert (again.returncode, again.stderr.strip()) == (2, f"jobgen: error: {out} exists; pass --force to overwrite it")
 
 
+def test_the_summary_counts_lines_not_problems(tmp_path):
+    # One line, two problems (a minute out of range and an unescaped '%'): two error lines,
+    # and one line not translated.
+    crontab = tmp_path / "two"
+    crontab.write_text("61 * * * * date +%F\n0 * * * * true\n")
+    result = _jobgen("import-crontab", "--user-crontab", "--zone", "UTC", str(crontab))
+    assert result.returncode == 1, result.stderr
+    errors = [line for line in result.stderr.splitlines() if ": error: " in line]
+    assert [line.split(": error: ")[0] for line in errors] == [f"{crontab}:1", f"{crontab}:1"]
+    assert result.stderr.splitlines()[-1] == "jobgen: 1 job imported; 1 line not translated"
+
+
 def test_cli_prints_to_stdout_and_exits_0_when_everything_translated():
     # --zone: the DST notes of the machine's own zone are not this test's subject
     result = _jobgen("import-crontab", "tests/crontabs/etc/crontab", "--zone", "UTC")
