@@ -28,6 +28,7 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(REPO / "tests"))  # lockservers imports support.cli
 sys.path.insert(0, str(REPO / "tests" / "cluster"))
 sys.path.insert(0, str(REPO / "bench"))
 
