@@ -38,6 +38,8 @@ import stat
 from dataclasses import dataclass
 from pathlib import Path
 
+from jobgen.compiler import trust
+from jobgen.compiler.trust import Untrusted
 from jobgen.compiler.diagnostics import ERROR, NOTE, WARNING, Diagnostic, Pos
 
 FORMAT = 1  # of an entry; another format is a miss
@@ -87,57 +89,9 @@ def _trusted(st: os.stat_result) -> bool:
     return st.st_uid == os.geteuid() and not st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
 
 
-class Untrusted(Exception):
-    """The cache folder, or a folder above it, is not safe to use (one line: why)."""
-
-
-def _safe(path: str, st: os.stat_result, last: bool) -> None:
-    """ssh's rule for its files (sshd(8) StrictModes), on every folder from / down: it
-    belongs to this user or root and nobody else can write it. A folder above the cache
-    may be root's and sticky (/tmp): others can add names there but not replace or remove
-    ours, and a name they made would be theirs and fail this same check below."""
-    if not stat.S_ISDIR(st.st_mode):
-        raise Untrusted(f"{path} is not a folder")
-    if st.st_uid not in (os.geteuid(), 0):
-        raise Untrusted(f"{path} belongs to uid {st.st_uid}, not to " + ("root" if os.geteuid() == 0 else f"uid {os.geteuid()} or root"))
-    writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    if writable and (last or st.st_uid != 0 or not st.st_mode & stat.S_ISVTX):
-        raise Untrusted(f"{path} can be written by others (mode {stat.S_IMODE(st.st_mode):04o})")
-
-
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
 def _open_folder(where: Path, create: bool) -> int:
-    """A file descriptor of the cache folder, reached from / one name at a time without
-    following a symbolic link, every folder on the way checked (_safe); what is missing is
-    made (0700) when ``create``. Everything after goes through this descriptor (openat,
-    unlinkat), so a link or a rename planted later cannot send a read or an unlink
-    elsewhere. Raises Untrusted, or OSError (FileNotFoundError: no cache yet)."""
-    parts = Path(os.path.abspath(where)).parts
-    fd = os.open("/", _DIR_FLAGS)
-    try:
-        _safe("/", os.fstat(fd), last=len(parts) == 1)
-        for i, name in enumerate(parts[1:], start=2):
-            path = os.path.join(*parts[:i])
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                if not create:
-                    raise
-                with contextlib.suppress(FileExistsError):
-                    os.mkdir(name, 0o700, dir_fd=fd)
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if stat.S_ISLNK(st.st_mode):
-                raise Untrusted(f"{path} is a symbolic link (to {os.readlink(name, dir_fd=fd)})")
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = child
-            _safe(path, os.fstat(fd), last=i == len(parts))
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+    """The cache folder's descriptor, by the rule both caches share (compiler/trust.py)."""
+    return trust.open_folder(str(where), create)
 
 
 def problem() -> str | None:

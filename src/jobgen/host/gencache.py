@@ -56,6 +56,9 @@ import os
 import stat
 import sys
 
+from jobgen.compiler import trust
+from jobgen.compiler.trust import Untrusted
+
 try:  # the interpreter's own sha256: hashlib would load OpenSSL (_hashlib) first, 5-30 ms
     from _sha256 import sha256  # 3.11
 except ImportError:
@@ -84,11 +87,6 @@ DEPENDENCIES = ("yaml", "jinja2", "packaging")  # as compiler/resources.py _DEPE
 SEVERITIES = ("error", "warning")  # the lines cli/generator.py logs (SHOWN)
 FILE_MODE = 0o644  # as compiler/write.py FILE_MODE and DIR_MODE
 DIR_MODE = 0o755
-_DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
-
-
-class Untrusted(Exception):
-    """The cache folder, a folder above it or an entry is not safe to use (one line: why)."""
 
 
 class Entry:
@@ -205,49 +203,10 @@ def folders(env: dict[str, str]) -> tuple[str, ...]:
     return tuple(f for f in named if f and os.path.isabs(f))
 
 
-def _safe(path: str, st: os.stat_result, last: bool) -> None:
-    """compiler/cache.py's rule (ssh's StrictModes), on every folder from / down: it is a
-    folder of this user (root, under systemd) or root that nobody else can write; above
-    the cache a root-owned sticky folder (/tmp) is allowed."""
-    if not stat.S_ISDIR(st.st_mode):
-        raise Untrusted(f"{path} is not a folder")
-    if st.st_uid not in (os.geteuid(), 0):
-        raise Untrusted(f"{path} belongs to uid {st.st_uid}")
-    writable = st.st_mode & (stat.S_IWGRP | stat.S_IWOTH)
-    if writable and (last or st.st_uid != 0 or not st.st_mode & stat.S_ISVTX):
-        raise Untrusted(f"{path} can be written by others (mode {stat.S_IMODE(st.st_mode):04o})")
-
-
 def open_folder(where: str, create: bool) -> int:
-    """A descriptor of the cache folder, reached from / one name at a time without
-    following a link, every folder checked (_safe); with ``create`` the last MADE folders
-    are made (0700) when missing, never one above them. Raises Untrusted or OSError."""
-    parts = [p for p in os.path.normpath(where).split("/") if p]
-    fd = os.open("/", _DIR_FLAGS)
-    try:
-        _safe("/", os.fstat(fd), last=not parts)
-        for i, name in enumerate(parts):
-            path = "/" + "/".join(parts[: i + 1])
-            try:
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            except FileNotFoundError:
-                if not create or i < len(parts) - MADE:
-                    raise
-                try:
-                    os.mkdir(name, 0o700, dir_fd=fd)
-                except FileExistsError:
-                    pass  # another generator made it just now
-                st = os.stat(name, dir_fd=fd, follow_symlinks=False)
-            if stat.S_ISLNK(st.st_mode):
-                raise Untrusted(f"{path} is a symbolic link")
-            child = os.open(name, _DIR_FLAGS, dir_fd=fd)
-            os.close(fd)
-            fd = child
-            _safe(path, os.fstat(fd), last=i == len(parts) - 1)
-        return fd
-    except BaseException:
-        os.close(fd)
-        raise
+    """The cache folder's descriptor by the render cache's rule (compiler/trust.py); a run
+    makes only jobgen/generator, never the folder above it."""
+    return trust.open_folder(where, create, made=MADE)
 
 
 # --------------------------------------------------------------------------- lookup
