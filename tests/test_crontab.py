@@ -283,6 +283,19 @@ def test_the_summary_counts_lines_not_problems(tmp_path):
     assert result.stderr.splitlines()[-1] == "jobgen: 1 job imported; 1 line not translated"
 
 
+def test_a_crontab_on_standard_input_is_named_stdin():
+    # `crontab -l | jobgen import-crontab -`: its jobs and its lines go by the name "stdin".
+    result = _jobgen("import-crontab", "--user-crontab", "--zone", "UTC", "-",
+                     input="@quarterly true\n@every 5m true\n")
+    assert result.returncode == 1, result.stderr
+    assert "  stdin-job-l1:\n" in result.stdout
+    assert 'schedule: "*-01/3-01 00:00:00"' in result.stdout
+    assert result.stderr.splitlines() == [
+        "stdin:2: error: '@every' is not cron syntax (Go's cron libraries have it); for a run every SPAN write schedule: {every: SPAN}",
+        "jobgen: 1 job imported; 1 line not translated",
+    ]
+
+
 def test_cli_prints_to_stdout_and_exits_0_when_everything_translated():
     # --zone: the DST notes of the machine's own zone are not this test's subject
     result = _jobgen("import-crontab", "tests/crontabs/etc/crontab", "--zone", "UTC")

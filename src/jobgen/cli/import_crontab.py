@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import sys
 import tempfile
 from pathlib import Path
 from typing import Optional
@@ -46,11 +47,14 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
     if crontab is None:
         err("jobgen: error: give a crontab FILE, or --host for the whole host's cron")
         return EXIT_INVALID
+    stdin = str(crontab) == "-"  # as crontab(1) reads one: `crontab -l | jobgen import-crontab -`
     try:
-        text = crontab.read_text(encoding="utf-8")
+        text = sys.stdin.buffer.read().decode("utf-8") if stdin else crontab.read_text(encoding="utf-8")
     except (OSError, UnicodeDecodeError) as exc:
         err(f"jobgen: error: {crontab}: cannot read: {exc}")
         return EXIT_INVALID
+    if stdin:
+        crontab = Path("stdin")  # the name its jobs are called by, and the one its lines are reported under
     if output is not None and output.exists() and not force:
         err(f"jobgen: error: {output} exists; pass --force to overwrite it")
         return EXIT_INVALID
@@ -85,7 +89,7 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
 def register(app: typer.Typer) -> None:
     @app.command("import-crontab")
     def _command(
-        crontab: Optional[Path] = typer.Argument(None, metavar="FILE", help="A crontab: /etc/crontab, a file of /etc/cron.d, or a user crontab."),
+        crontab: Optional[Path] = typer.Argument(None, metavar="FILE", help="A crontab: /etc/crontab, a file of /etc/cron.d, or a user crontab; - for standard input."),
         output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="MANIFEST|FOLDER", help="Write the manifest here (default: standard output); with --host, the folder the manifests go into (default: the current one)."),
         host: bool = typer.Option(False, "--host", help="Import the whole host's cron: /etc/crontab, /etc/cron.d, the run-parts folders, /etc/anacrontab and the user crontabs, one manifest per source."),
         root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="With --host: read the cron configuration of the image whose root is DIR."),
