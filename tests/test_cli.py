@@ -4,12 +4,12 @@ import json
 import os
 import subprocess
 import sys
-import time
 from pathlib import Path
 
 import pytest
 
 from jobgen import __version__
+from support.flock import hold
 from support.cli import jobgen
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -119,13 +119,8 @@ def test_run_takes_the_units_lock_and_a_conflict_is_75(tmp_path: Path) -> None:
     )
     free = jobgen("run", str(m), "held")
     assert (free.returncode, free.stdout) == (0, "ran\n")
-    holder = subprocess.Popen(["/usr/bin/flock", str(lock), "sleep", "30"])
+    holder = hold(lock, 30)
     try:
-        deadline = time.monotonic() + 120  # generous: flock(1) may start slowly on a loaded machine
-        # until the holder has the lock (a probe can no longer take it)
-        while subprocess.run(["/usr/bin/flock", "--nonblock", str(lock), "true"]).returncode == 0:
-            assert time.monotonic() < deadline, "the holding flock(1) never took the lock"
-            time.sleep(0.1)
         busy = jobgen("run", str(m), "held")
     finally:
         holder.kill()

@@ -33,6 +33,7 @@ import pytest
 
 from jobgen.compiler import timespec
 from jobgen.runtime.run import manager_locale, manager_path, parse_env_file
+from support.flock import hold
 from support.cli import JOBGEN, Ran, jobgen
 
 pytestmark = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (useradd, changing user)")
@@ -492,15 +493,6 @@ def test_resource_limits_are_the_managers_not_the_callers(workdir):
     unit = runtime.manager_defaults().rlimits
     assert facts["core"] == closest(unit["CORE"], resource.getrlimit(resource.RLIMIT_CORE)[1])
     assert facts["nofile"] == closest(unit["NOFILE"], resource.getrlimit(resource.RLIMIT_NOFILE)[1])
-
-
-def hold(lock: Path) -> subprocess.Popen:
-    holder = subprocess.Popen(["/usr/bin/flock", str(lock), "sleep", "300"])
-    deadline = time.monotonic() + 120  # generous: flock(1) may start slowly on a loaded machine
-    while subprocess.run(["/usr/bin/flock", "--nonblock", str(lock), "true"]).returncode == 0:
-        assert time.monotonic() < deadline, "the holding flock(1) never took the lock"
-        time.sleep(0.1)
-    return holder
 
 
 @pytest.mark.parametrize("overlap, extra, word", [
