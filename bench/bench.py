@@ -160,16 +160,9 @@ def main() -> int:
     if args.inner:
         inner(args)
         return 0
-    subprocess.run([str(h.REPO / "bench" / "fetch-references")], check=True)
-    venv = h.installed_jobgen()
+    venv, before, body = h.measured_in_namespace(__file__, args.runs, *(["--quick"] if args.quick else []))
     python = str(venv / "bin" / "python")
-    before = h.machine_facts(python)
-    with tempfile.NamedTemporaryFile("r", suffix=".md") as part:
-        h.in_private_namespace([sys.executable, __file__, "--inner", "--venv", str(venv), "--part", part.name,
-                                "--runs", str(args.runs), *(["--quick"] if args.quick else [])])
-        body = Path(part.name).read_text()
-    versions = ", ".join(f"{k.split('@')[0]} {v} (Debian {'12' if k.endswith('bookworm') else '13'})"
-                         for k, v in h.reference_versions().items() if k.startswith("systemd-cron"))
+    versions = h.reference_line(lambda k: k.startswith("systemd-cron"))
     text = "\n".join([
         "# jobgen benchmark: render",
         "",

@@ -213,21 +213,14 @@ def main() -> int:
     if args.inner:
         inner(args)
         return 0
-    subprocess.run([str(h.REPO / "bench" / "fetch-references")], check=True)
-    venv = h.installed_jobgen()
+    venv, facts_before, generators = h.measured_in_namespace(__file__, args.runs)
     python = str(venv / "bin" / "python")
-    facts_before = h.machine_facts(python)
-    with tempfile.NamedTemporaryFile("r", suffix=".md") as part:
-        h.in_private_namespace([sys.executable, __file__, "--inner", "--venv", str(venv), "--part", part.name,
-                                "--runs", str(args.runs)])
-        generators = Path(part.name).read_text()
     reload_text = ""
     if not args.no_reload:
         import bench_reload
 
         reload_text = bench_reload.run(repeats=3 if args.quick else 5, venv=venv)
-    versions = ", ".join(f"{k.split('@')[0]} {v} (Debian {'12' if k.endswith('bookworm') else '13'})"
-                         for k, v in h.reference_versions().items() if not k.startswith("lib"))
+    versions = h.reference_line(lambda k: not k.startswith("lib"))
     text = "\n".join([
         "# jobgen-generator benchmark",
         "",

@@ -407,3 +407,24 @@ def installed_jobgen() -> Path:
     (venv / STAMP).write_text("complete\n")
     os.environ[VENV_ENV] = str(venv)
     return venv
+
+
+def measured_in_namespace(script: str, runs: int, *extra: str) -> tuple[Path, str, str]:
+    """The outer half every benchmark script shares: the references fetched, jobgen
+    installed, the machine's facts taken, then the script's own `--inner` half run in a
+    private mount namespace. Returns (jobgen's virtualenv, the facts before, what the
+    inner half wrote)."""
+    subprocess.run([str(REPO / "bench" / "fetch-references")], check=True)
+    venv = installed_jobgen()
+    before = machine_facts(str(venv / "bin" / "python"))
+    with tempfile.NamedTemporaryFile("r", suffix=".md") as part:
+        in_private_namespace([sys.executable, script, "--inner", "--venv", str(venv), "--part", part.name,
+                              "--runs", str(runs), *extra])
+        return venv, before, Path(part.name).read_text()
+
+
+def reference_line(keep) -> str:
+    """The reference tools' versions, those whose package name ``keep`` accepts."""
+    return ", ".join(f"{k.split('@')[0]} {v} (Debian {'12' if k.endswith('bookworm') else '13'})"
+                     for k, v in reference_versions().items() if keep(k))
+
