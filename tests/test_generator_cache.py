@@ -248,6 +248,14 @@ def test_the_code_marks_cover_the_version_and_every_source_file(monkeypatch) -> 
     assert gencache.DEPENDENCIES == resources._DEPENDENCIES
 
 
+def test_a_hit_writes_with_the_compilers_modes() -> None:
+    # gencache keeps its own copies so that a hit imports no compiler module; they must
+    # stay the modes a miss writes with (compiler/write.py).
+    from jobgen.compiler import write
+
+    assert (gencache.FILE_MODE, gencache.DIR_MODE) == (write.FILE_MODE, write.DIR_MODE)
+
+
 def test_too_large_a_manifest_is_left_to_the_compiler():
     from jobgen.compiler import limits
 
