@@ -65,8 +65,14 @@ def _leave(code: int, signum: int | None) -> None:
     a thread mid-call can crash (seen: SIGSEGV on a SIGTERM while waiting on MariaDB)."""
     import signal
 
-    sys.stdout.flush()
-    sys.stderr.flush()
+    for stream in (sys.stdout, sys.stderr):
+        # None when the caller closed it (`2>&-`): the exit code is then the only word, and
+        # must still be the outcome's, not a crash's 1. A broken pipe loses only the text.
+        try:
+            if stream is not None:
+                stream.flush()
+        except (OSError, ValueError):
+            pass
     if signum is not None:
         signal.signal(signum, signal.SIG_DFL)
         signal.pthread_sigmask(signal.SIG_UNBLOCK, {signum})
