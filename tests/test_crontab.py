@@ -18,6 +18,8 @@ from __future__ import annotations
 
 import json
 import re
+import subprocess
+import sys
 from datetime import datetime, timedelta, timezone
 from functools import partial
 from pathlib import Path
@@ -269,6 +271,39 @@ def test_cli_writes_the_manifest_and_exits_1_when_lines_were_left_out(tmp_path):
     # Never overwrites without being asked.
     again = _jobgen("import-crontab", "tests/crontabs/shop", "-o", str(out))
     assert (again.returncode, again.stderr.strip()) == (2, f"jobgen: error: {out} exists; pass --force to overwrite it")
+
+
+@pytest.mark.parametrize(("setup", "out", "message"), [
+    (lambda t: None, "{t}/missing/m.yaml", "jobgen: error: cannot write {t}/missing/m.yaml: {t}/missing does not exist; nothing written"),
+    (lambda t: (t / "file").write_text("x"), "{t}/file/m.yaml", "jobgen: error: cannot write {t}/file/m.yaml: {t}/file is not a folder; nothing written"),
+    (lambda t: (t / "link.yaml").symlink_to("/etc/hostname"), "{t}/link.yaml",
+     "jobgen: error: cannot write {t}/link.yaml: it is a symbolic link (to /etc/hostname); jobgen writes only regular files and never through a link; nothing written"),
+])  # fmt: skip
+def test_a_manifest_that_cannot_be_written_is_one_line_and_exit_73(tmp_path, setup, out, message):
+    # The single manifest goes through the compiler's write rules, like --host's folder:
+    # a typo'd folder is not made, a link is never written through, nothing is left behind.
+    setup(tmp_path)
+    before = sorted((p.relative_to(tmp_path), p.is_symlink()) for p in tmp_path.rglob("*"))
+    r = _jobgen("import-crontab", "--user-crontab", "--zone", "UTC", "tests/crontabs/shop", "--force", "-o", out.format(t=tmp_path))
+    assert (r.returncode, r.stdout) == (73, "")
+    assert r.stderr.splitlines()[-1] == message.format(t=tmp_path)
+    assert "jobs imported" not in r.stderr
+    assert sorted((p.relative_to(tmp_path), p.is_symlink()) for p in tmp_path.rglob("*")) == before
+
+
+def test_a_read_only_folder_is_one_line_and_exit_73(tmp_path):
+    # A read-only mount (as root, permissions would not stop the write), in a private
+    # mount namespace: once this crashed with exit 70 from the temporary file.
+    ro = tmp_path / "ro"
+    ro.mkdir()
+    script = (f"mount -t tmpfs -o ro jobgen-test {ro} || exit 99; "
+              f"exec {sys.executable} -m jobgen import-crontab --user-crontab --zone UTC tests/crontabs/shop -o {ro}/m.yaml")
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c", script],
+                       capture_output=True, text=True, cwd=ROOT, timeout=120)
+    if r.returncode == 99:
+        pytest.skip(f"cannot mount a tmpfs here (needs root and mount namespaces): {r.stderr.strip()}")
+    assert (r.returncode, r.stdout) == (73, "")
+    assert r.stderr.splitlines()[-1] == f"jobgen: error: cannot write {ro}/m.yaml: Read-only file system; nothing written"
 
 
 def test_the_summary_counts_lines_not_problems(tmp_path):

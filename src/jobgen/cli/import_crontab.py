@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import os
 import sys
-import tempfile
 from pathlib import Path
 from typing import Optional
 
@@ -17,17 +16,23 @@ from jobgen.cli.exits import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT
 EXIT_PARTIAL = 1
 
 
-def _write(path: Path, text: str) -> None:
-    """Atomically: a temporary file beside it, then rename."""
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.")
+def _write(path: Path, text: str) -> int:
+    """Write the one manifest by the compiler's write rules (compiler/write.py: atomic,
+    under the folder's lock, one line and nothing written on failure); the exit code."""
+    from jobgen.compiler import write
+
+    folder = path.parent
+    if not folder.is_dir():  # made by no one but the operator: a typo must not scatter manifests
+        what = "does not exist" if not os.path.lexists(folder) else "is not a folder"
+        err(f"jobgen: error: cannot write {path}: {folder} {what}; nothing written")
+        return EXIT_OUTPUT
     try:
-        with os.fdopen(fd, "w", encoding="utf-8") as f:
-            f.write(text)
-        os.chmod(tmp, 0o644)
-        os.replace(tmp, path)
-    except BaseException:
-        os.unlink(tmp)
-        raise
+        with write.locked(folder, ("",), dry=False) as _:
+            write.apply(folder, write.compare(folder, {path.name: text.encode()}))
+    except write.OutputError as exc:
+        err(f"jobgen: error: {exc}; nothing written")
+        return EXIT_OUTPUT
+    return EXIT_OK
 
 
 def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, host: bool = False,
@@ -77,8 +82,8 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
         err(f"{crontab}:{problem.line}: error: {problem.message}")
     if output is None:
         typer.echo(result, nl=False)
-    else:
-        _write(output, result)
+    elif (code := _write(output, result)) != EXIT_OK:
+        return code
     n = len({problem.line for problem in imported.problems})  # lines, not problems: a line can have two
     err(f"jobgen: {len(imported.jobs)} job{'s' if len(imported.jobs) != 1 else ''} imported"
         + (f"; {n} line{'s' if n != 1 else ''} not translated" if n else ""))
