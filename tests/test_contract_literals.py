@@ -65,7 +65,6 @@ ALLOWED = {
     ("cli/queue.py", "queue"): "the `jobgen queue` command's name, passed to the runtime",
     ("runtime/queue/command.py", "queue"): "the `jobgen queue` command's name",
     ("cli/render.py", "recovered"): "a field of render's JSON report on an interrupted write, not a queue event",
-    ("compiler/plan.py", "unit"): "`jobgen enqueue --by unit`: who recorded a request, not a lock scope",
     ("host/status.py", "queue"): "the JSON report's queue section",
     ("compiler/validate.py", "queue"): "the manifest key `queue:`",
     ("compiler/validate.py", "timeout"): "the manifest key `timeout:`",

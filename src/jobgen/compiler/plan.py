@@ -699,7 +699,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     drain_cmd = (ctx.holder, "drain", *store, *per_request, "--", *job.command)
     # The enqueuer: the job's timer, user, environment and hardening, no lock (enqueue takes
     # the spool's own short lock), no reporter (enqueue logs enqueued/rejected itself).
-    enq_job = replace(job, command=(*enqueue, "unit"), overlap=policies.ALLOW, lock=None, queue=None, timeout_usec=60_000_000)
+    enq_job = replace(job, command=(*enqueue, queue_contract.BY_UNIT), overlap=policies.ALLOW, lock=None, queue=None, timeout_usec=60_000_000)
     units, enq_run, _ = _job_files(ctx, enq_job)
     drainer = f"{job.name}-drain.service"
     spool = f"{QUEUE_DIR}/{job.name}" if job.lock is not None and job.lock.kind.lock_file else None

@@ -11,6 +11,8 @@ ON_FULL = (REJECT, COALESCE)
 # Exit codes of the queue commands (README "Exit codes"). Not 73 (render's "cannot write")
 # nor 75 (a lock conflict, which units count as success): a rejected request is a failure
 # the unit must show.
+# What asked for a request, as `enqueue --by` records it in the journal: the job's own timer unit.
+BY_UNIT = "unit"
 EXIT_FULL = 74  # enqueue: the queue is full; the request was not recorded
 EXIT_NO_SUCH = 65  # EX_DATAERR: queue --retry/--drop named no such request
 EXIT_SPOOL = 71  # EX_OSERR: the spool folder is missing or not the job user's
