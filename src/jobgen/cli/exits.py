@@ -25,7 +25,7 @@ EXIT_CODES = (
     (EXIT_INVALID, "invalid manifest, usage or target (with --strict: a warning); nothing written"),
     (EXIT_PARTIAL, "apply: applied, but a unit failed to start or stop (named)"),
     (EXIT_REFUSED, "apply: not root, no running systemd, or a file jobgen did not write; nothing changed; status: systemd or the journal cannot be reached"),
-    (EXIT_OUTPUT, "render, import-crontab --host: the output folder cannot be written; it is left as it was; status: the -o file cannot be written"),
+    (EXIT_OUTPUT, "render, import-crontab: the output folder cannot be written; it is left as it was; status: the -o file cannot be written"),
     (EXIT_INTERNAL, "internal error in jobgen (a bug: the line says what failed; JOBGEN_DEBUG=1 shows where)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
     (EXIT_FULL, "enqueue: the queue is full; the request was not recorded"),
