@@ -13,11 +13,16 @@ from __future__ import annotations
 
 import io
 import posixpath
+import re
 import sys
 import tarfile
 from pathlib import Path
 
+import jinja2
 import pytest
+
+from jobgen.compiler import precompiled
+from jobgen.host import gencache
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "e2e"))  # the container harness
 
@@ -28,8 +33,7 @@ from test_debian import UNITS, units_in  # noqa: E402
 
 pytestmark = pytest.mark.e2e
 
-BUILD_DEPS = "build-essential debhelper dpkg-dev fakeroot dh-python pybuild-plugin-pyproject python3-hatchling pkgconf"
-RUNTIME_DEPS = "python3-jinja2 python3-yaml python3-packaging tzdata"
+APT = "DEBIAN_FRONTEND=noninteractive apt-get -y -qq --no-install-recommends"
 GENERATOR_DIR = {"252": "/lib/systemd/system-generators", "257": "/usr/lib/systemd/system-generators"}
 MANIFEST = """\
 jobgen: 1
@@ -85,25 +89,50 @@ def layout_debian_with_this_releases_debhelper(c: Container, release: str, tmp: 
     assert units_in(prerm, "deb-systemd-invoke stop") == started
 
 
+# The package's compiled templates (precompiled.FOLDER), as Python imports them: by their
+# byte code, which py3compile wrote at install (dh_python3's postinst).
+COMPILED = "/usr/lib/python3/dist-packages/jobgen/" + precompiled.FOLDER
+STAMP_OF_THIS_JINJA2 = (
+    "import jinja2; from jobgen.compiler import precompiled, resources; "
+    "print(precompiled.stamp(resources.template_dir(), jinja2.__version__))"
+)
+
+
+def loaded_compiled_templates(verbose: str) -> set[str]:
+    """The templates whose compiled module (jinja2.ModuleLoader's tmpl_SHA1) a run imported
+    from the package's byte code, read from its PYTHONVERBOSE lines."""
+    modules = {jinja2.ModuleLoader.get_module_filename(p.name)[:-3]: p.name for p in (ROOT / "templates").glob("*.j2")}
+    found = re.findall(rf"^# code object from '{re.escape(COMPILED)}/__pycache__/(tmpl_[0-9a-f]+)\.cpython-3\d+\.pyc'$", verbose, re.MULTILINE)
+    return {modules[m] for m in found}
+
+
+def exists(c: Container, path: str) -> bool:
+    return c.run("test", "-e", path, check=False).returncode == 0
+
+
 def test_package_built_and_installed_runs_the_generator_at_reload_and_boot(release: str, tmp_path: Path) -> None:
     persist = tmp_path / "disk"
     c = Container(release, private_network=False, persist=persist).boot()
     try:
-        extra = " systemd-dev" if release != "252" else ""
-        c.run("/bin/sh", "-c", f"apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends {BUILD_DEPS}{extra} {RUNTIME_DEPS}", timeout=900)
         buf = io.BytesIO()
         with tarfile.open(fileobj=buf, mode="w") as tar:
             for f in checkout_files():
                 tar.add(ROOT / f, arcname=f"jobgen/{f}")
         c.run("/bin/sh", "-c", "rm -rf /root/build && mkdir -p /root/build && tar -x -C /root/build", input=buf.getvalue(), binary=True)
+        # What debian/control's Build-Depends name, nothing more (build-essential: apt adds it).
+        c.run("/bin/sh", "-c", f"apt-get update -qq && {APT} build-dep /root/build/jobgen", timeout=900)
         c.run("/bin/sh", "-c", "cd /root/build/jobgen && dpkg-buildpackage -us -uc -b", timeout=600)
         listing = c.run("dpkg-deb", "-c", "/root/build/jobgen_0.1.0_all.deb").stdout
         # dh_link: absolute on Debian 12 (/lib -> /usr), relative on 13 (both under /usr)
         link = next(line.split(" -> ")[1] for line in listing.splitlines() if f".{GENERATOR_DIR[release]}/jobgen-generator -> " in line)
         assert posixpath.normpath(posixpath.join(GENERATOR_DIR[release], link)) == "/usr/bin/jobgen-generator", listing
+        assert f".{COMPILED}/{precompiled.STAMP}" in listing, listing
         layout_debian_with_this_releases_debhelper(c, release, tmp_path)
-        c.run("dpkg", "-i", "/root/build/jobgen_0.1.0_all.deb")
+        c.run("/bin/sh", "-c", f"{APT} install /root/build/jobgen_0.1.0_all.deb", timeout=900)
         assert c.run("jobgen", "--version").stdout.startswith("jobgen ")
+        # compiled by this release's python3-jinja2: the stamp render.py requires
+        stamp = c.read_file(f"{COMPILED}/{precompiled.STAMP}").decode().strip()
+        assert stamp == c.run("python3", "-c", STAMP_OF_THIS_JINJA2).stdout.strip()
 
         c.write_file("/etc/jobgen/deb.yaml", MANIFEST)
         c.systemctl("daemon-reload")
@@ -112,6 +141,12 @@ def test_package_built_and_installed_runs_the_generator_at_reload_and_boot(relea
         c.systemctl("start", "deb-tick.timer")
         wait_until(lambda: show(c, "deb-tick.service", "Result") == "success" and show(c, "deb-tick.service", "InvocationID"),
                    bool, "a run of deb-tick.service", 120, lambda: format_journal(c.journal())[-6000:])
+
+        # A run that compiles (cache off) renders with the package's compiled templates, from
+        # the byte code py3compile wrote: no template is compiled from its text.
+        run = c.run("env", "PYTHONVERBOSE=1", f"{gencache.FOLDER_ENV}=", "jobgen-generator", "/tmp/gen-compiled")
+        assert {"service.j2", "timer.j2", "unit.j2"} <= loaded_compiled_templates(run.stderr), run.stderr[-6000:]
+        assert c.run("cmp", "/tmp/gen-compiled/deb-tick.timer", "/run/systemd/generator/deb-tick.timer").returncode == 0
     finally:
         c.halt()
 
@@ -124,10 +159,10 @@ def test_package_built_and_installed_runs_the_generator_at_reload_and_boot(relea
                    "a run after the reboot", 120, lambda: format_journal(c.journal("--boot"))[-6000:])
 
         c.systemctl("stop", "deb-tick.timer")
-        c.run("dpkg", "-r", "jobgen")
-        assert c.run("test", "-e", f"{GENERATOR_DIR[release]}/jobgen-generator", check=False).returncode == 1
+        c.run("/bin/sh", "-c", f"{APT} remove jobgen", timeout=300)
+        assert not exists(c, f"{GENERATOR_DIR[release]}/jobgen-generator")
         c.systemctl("daemon-reload")
         assert show(c, "deb-tick.timer", "LoadState") == "not-found"
-        assert c.run("test", "-e", "/run/systemd/generator/deb-tick.timer", check=False).returncode == 1
+        assert not exists(c, "/run/systemd/generator/deb-tick.timer")
     finally:
         c.halt()
