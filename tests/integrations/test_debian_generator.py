@@ -26,6 +26,7 @@ from packaging.requirements import Requirement
 from integration_support import ROOT, need_debian_build_tools
 
 from jobgen.compiler import precompiled
+from jobgen.host import gencache
 
 # pyproject requirement -> Debian package (typer is left out: Debian's is older than the floor)
 DEBIAN_NAMES = {"jinja2": "python3-jinja2", "pyyaml": "python3-yaml", "packaging": "python3-packaging"}
@@ -196,6 +197,21 @@ def test_after_an_upgrade_of_python3_jinja2_the_templates_are_compiled_from_temp
     upgraded = render_with_debians_jinja2(site, ROOT / "examples/shop.yaml", built["jinja2"] + ".post1")
     assert (built["loader"], upgraded["loader"]) == ("ModuleLoader", "FileSystemLoader")
     assert upgraded["files"] == built["files"]
+
+
+def purged_paths() -> list[str]:
+    """What debian/jobgen.postrm removes on purge: the paths of its `rm -rf` lines."""
+    script = (ROOT / "debian/jobgen.postrm").read_text()
+    purge = re.search(r"^\s*purge\)\n(.*?)^\s*;;", script, re.MULTILINE | re.DOTALL)[1]
+    return [path for line in purge.splitlines() if (m := re.fullmatch(r"\s*rm -rf (.+)", line)) for path in m[1].split()]
+
+
+def test_purge_removes_the_generators_cache_folders_and_nothing_else() -> None:
+    # The folders the generator makes (gencache.MADE trailing ones of FOLDER: /var/cache/jobgen,
+    # never /var/cache) and RUN_FOLDER; the maintainer script names them as literals.
+    made = str(Path(gencache.FOLDER).parents[gencache.MADE - 2])
+    assert purged_paths() == [made, gencache.RUN_FOLDER]
+    assert made.startswith("/var/cache/") and made.count("/") == 3
 
 
 def test_without_typer_other_commands_say_what_works(tmp_path: Path) -> None:

@@ -1,14 +1,15 @@
 """jobgen's Debian package built inside, and installed into, real Debian 12 (systemd 252) and
 Debian 13 (systemd 257) containers with that release's own debhelper: the generator runs at
-daemon-reload and at boot from where the package put it, and `dpkg -r` turns it off. The same
-container's debhelper also builds test_debian.py's `--layout debian` package: units in
-/lib/systemd/system on Debian 12, /usr/lib/systemd/system on 13; timer and workers enabled
-and started, the oneshot not.
+daemon-reload and at boot from where the package put it, with the templates compiled by that
+release's python3-jinja2 at build time; `apt-get remove` turns it off and keeps the generator's
+cache, `apt-get purge` removes the cache and nothing else. The same container's debhelper
+also builds test_debian.py's `--layout debian` package: units in /lib/systemd/system on
+Debian 12, /usr/lib/systemd/system on 13; timer and workers enabled and started, the oneshot not.
 
-The build and runtime dependencies come from the Debian archive with apt-get inside the
+The build dependencies are the ones debian/control names (`apt-get build-dep`), the runtime
+ones its Depends (`apt-get install ./jobgen_*.deb`), from the Debian archive inside the
 container (it shares the host's network for that), into a persistent tree of the test.
 """
-
 from __future__ import annotations
 
 import io
@@ -106,6 +107,11 @@ def loaded_compiled_templates(verbose: str) -> set[str]:
     return {modules[m] for m in found}
 
 
+def cache_entries(c: Container, folder: str) -> list[str]:
+    r = c.run("find", folder, "-name", "*" + gencache.SUFFIX, check=False)
+    return r.stdout.split() if r.returncode == 0 else []
+
+
 def exists(c: Container, path: str) -> bool:
     return c.run("test", "-e", path, check=False).returncode == 0
 
@@ -158,11 +164,32 @@ def test_package_built_and_installed_runs_the_generator_at_reload_and_boot(relea
         wait_until(lambda: c.journal("--boot", "SYSLOG_IDENTIFIER=jobgen", "JOBGEN_JOB=deb-tick"), bool,
                    "a run after the reboot", 120, lambda: format_journal(c.journal("--boot"))[-6000:])
 
+        # Cache entries in both folders the generator keeps them in: runs by hand (outside
+        # systemd's sandbox, which on 257 makes /var/cache read-only for generators).
+        c.run("jobgen-generator", "/tmp/gen-var")
+        c.run("env", f"{gencache.FOLDER_ENV}={gencache.RUN_FOLDER}", "jobgen-generator", "/tmp/gen-run")
+        entries = {folder: cache_entries(c, folder) for folder in gencache.FOLDERS}
+        assert all(entries.values()), entries
+        # what purge must leave: the administrator's manifest, jobgen's lock folder, a file
+        # a link in the cache points to, and /var/cache itself
+        c.run("/bin/sh", "-c", "mkdir -p /run/jobgen && touch /run/jobgen/keep.lock /root/keep && "
+                               f"ln -s /root/keep {gencache.FOLDER}/keep-link")  # fmt: skip
+        kept = ["/etc/jobgen/deb.yaml", "/run/jobgen/keep.lock", "/root/keep", "/var/cache"]
+
         c.systemctl("stop", "deb-tick.timer")
         c.run("/bin/sh", "-c", f"{APT} remove jobgen", timeout=300)
         assert not exists(c, f"{GENERATOR_DIR[release]}/jobgen-generator")
         c.systemctl("daemon-reload")
         assert show(c, "deb-tick.timer", "LoadState") == "not-found"
         assert not exists(c, "/run/systemd/generator/deb-tick.timer")
+        # remove keeps the cache (and the manifest)
+        assert {folder: cache_entries(c, folder) for folder in gencache.FOLDERS} == entries
+        assert [p for p in kept if not exists(c, p)] == []
+
+        c.run("/bin/sh", "-c", f"{APT} purge jobgen", timeout=300)
+        assert c.run("dpkg-query", "-W", "-f=${db:Status-Status}", "jobgen", check=False).stdout in ("", "not-installed")
+        made = str(Path(gencache.FOLDER).parents[gencache.MADE - 2])  # /var/cache/jobgen
+        assert [p for p in (made, gencache.RUN_FOLDER) if exists(c, p)] == []
+        assert [p for p in kept if not exists(c, p)] == []
     finally:
         c.halt()
