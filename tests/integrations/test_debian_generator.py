@@ -1,12 +1,15 @@
 """jobgen's own Debian package (debian/), built from this checkout with real
 `dpkg-buildpackage -us -uc -b` and read back with dpkg-deb: jobgen-generator where systemd
 runs generators, linked to /usr/bin/jobgen-generator (so the `jobgen` beside its real path is
-/usr/bin/jobgen, the holder the units of cluster-locked jobs call), the wheel's files, and
-Depends that Debian can satisfy: pyproject's floors without typer.
+/usr/bin/jobgen, the holder the units of cluster-locked jobs call), the wheel's files with the
+templates compiled by the build release's python3-jinja2, Depends that Debian can satisfy
+(pyproject's floors without typer), and a purge that removes the generator's cache.
 """
 
 from __future__ import annotations
 
+import hashlib
+import json
 import os
 import posixpath
 import re
@@ -21,6 +24,9 @@ import pytest
 from packaging.requirements import Requirement
 
 from integration_support import ROOT, need_debian_build_tools
+
+from jobgen.compiler import precompiled
+from jobgen.host import gencache
 
 # pyproject requirement -> Debian package (typer is left out: Debian's is older than the floor)
 DEBIAN_NAMES = {"jinja2": "python3-jinja2", "pyyaml": "python3-yaml", "packaging": "python3-packaging"}
@@ -45,6 +51,9 @@ def jobgen_deb(tmp_path_factory) -> Path:
         (src / f).parent.mkdir(parents=True, exist_ok=True)
         shutil.copy2(ROOT / f, src / f)
     # The system's python3 and Debian's build tools, not a virtualenv's or pyenv's.
+    deps = subprocess.run(["dpkg-checkbuilddeps"], cwd=src, env=CLEAN_ENV, capture_output=True, text=True)
+    if deps.returncode != 0:
+        pytest.skip(f"{deps.stderr.strip()}: scripts/bootstrap installs jobgen's build dependencies")
     build = subprocess.run(["dpkg-buildpackage", "-us", "-uc", "-b"], cwd=src, env=CLEAN_ENV, capture_output=True, text=True, timeout=600)
     assert build.returncode == 0, build.stdout[-4000:] + build.stderr[-4000:]
     (deb,) = work.glob("jobgen_*_all.deb")
@@ -89,18 +98,16 @@ def test_package_carries_the_wheels_files(jobgen_deb: Path, tmp_path: Path) -> N
     in_wheel = {n for n in zipfile.ZipFile(wheel).namelist() if n.startswith("jobgen/")}
     prefix = "./usr/lib/python3/dist-packages/"
     in_deb = {p[len(prefix):] for p in listing(jobgen_deb) if p.startswith(prefix + "jobgen/") and not p.endswith("/")}
-    # The templates compiled at build time (hatch_build.py) are there when the build had
-    # jinja2 (pip's build does; Debian's, without python3-jinja2 in Build-Depends, does not,
-    # and jobgen then compiles templates/ at run time: compiler/precompiled.py).
-    compiled = {n for n in in_wheel if n.startswith("jobgen/_templates/")}
-    assert compiled
-    assert in_deb - compiled == in_wheel - compiled
-    assert in_deb & compiled in (set(), compiled)
+    # The templates compiled at build time (hatch_build.py) included: python3-jinja2 is in
+    # Build-Depends, so the generator does not compile them at boot.
+    assert {n for n in in_deb if n.startswith("jobgen/_templates/")}
+    assert in_deb == in_wheel
     assert any(p.startswith("jobgen/templates/") for p in in_deb)
     assert field(jobgen_deb, "Version") == re.search(r'__version__ = "([^"]+)"', (ROOT / "src/jobgen/__init__.py").read_text())[1]
 
 
-def test_depends_are_pyprojects_floors_without_typer(jobgen_deb: Path) -> None:
+def pyproject_floors() -> dict[str, str]:
+    """Debian package -> the floor pyproject.toml's requirement names (typer left out)."""
     with open(ROOT / "pyproject.toml", "rb") as f:
         requirements = tomllib.load(f)["project"]["dependencies"]
     floors = {}
@@ -109,6 +116,11 @@ def test_depends_are_pyprojects_floors_without_typer(jobgen_deb: Path) -> None:
         (floor,) = [spec.version for spec in req.specifier if spec.operator == ">="]
         if req.name.lower() != "typer":
             floors[DEBIAN_NAMES[req.name.lower()]] = floor
+    return floors
+
+
+def test_depends_are_pyprojects_floors_without_typer(jobgen_deb: Path) -> None:
+    floors = pyproject_floors()
     depends = [d.strip() for d in field(jobgen_deb, "Depends").split(",")]
     python_deps = {}
     for dep in depends:
@@ -120,6 +132,86 @@ def test_depends_are_pyprojects_floors_without_typer(jobgen_deb: Path) -> None:
     # flock(1), logger(1) of the generated units: util-linux is Essential, so not named
     assert "util-linux" not in depends
     assert "tzdata" in depends  # timezone: zones, read by systemd and checked by jobgen
+
+
+def build_depends() -> list[str]:
+    """debian/control's Build-Depends, one relation each (comment lines left out)."""
+    text = "".join(line for line in (ROOT / "debian/control").read_text().splitlines(keepends=True) if not line.startswith("#"))
+    value = re.search(r"^Build-Depends:(.*(?:\n[ \t].*)*)", text, re.MULTILINE)[1]
+    return [" ".join(d.split()) for d in value.split(",") if d.strip()]
+
+
+def test_the_build_has_jinja2_at_the_floor_depends_names() -> None:
+    # Without jinja2 the wheel's build hook compiles nothing (hatch_build.py).
+    (jinja2,) = [d for d in build_depends() if d.startswith("python3-jinja2")]
+    assert jinja2 == f"python3-jinja2 (>= {pyproject_floors()['python3-jinja2']})"
+
+
+def unpacked(deb: Path, where: Path) -> Path:
+    """The package's files under WHERE; the folder Python imports jobgen from."""
+    subprocess.run(["dpkg-deb", "-x", str(deb), str(where)], check=True)
+    return where / "usr/lib/python3/dist-packages"
+
+
+# Run by the system's python3 with the package's files first on the path: which loader
+# render.py took, from where, with which jinja2, and the sha256 of each file rendered. argv:
+# site folder, manifest, a jinja2 version to pretend (as after an upgrade of python3-jinja2).
+RENDER_WITH_DEBIANS_JINJA2 = """\
+import hashlib, json, sys
+sys.path.insert(0, sys.argv[1])
+import jinja2
+if sys.argv[3:]:
+    jinja2.__version__ = sys.argv[3]
+from jobgen.compiler import pipeline, render
+files = pipeline.build(sys.argv[2]).files
+print(json.dumps({"loader": type(render._environment().loader).__name__, "compiled": str(render.compiled_dir()),
+                  "jinja2": jinja2.__version__, "files": {n: hashlib.sha256(b).hexdigest() for n, b in files.items()}}))
+"""
+
+
+def render_with_debians_jinja2(site: Path, manifest: Path, *pretend: str) -> dict:
+    r = subprocess.run(["/usr/bin/python3", "-I", "-c", RENDER_WITH_DEBIANS_JINJA2, str(site), str(manifest), *pretend],
+                       capture_output=True, text=True, env=CLEAN_ENV, timeout=120)  # fmt: skip
+    assert r.returncode == 0, r.stderr
+    return json.loads(r.stdout)
+
+
+def test_the_precompiled_templates_are_stamped_with_the_build_releases_jinja2(jobgen_deb: Path, tmp_path: Path) -> None:
+    site = unpacked(jobgen_deb, tmp_path)
+    run = render_with_debians_jinja2(site, ROOT / "examples/shop.yaml")
+    compiled = site / "jobgen" / precompiled.FOLDER
+    assert (run["loader"], run["compiled"]) == ("ModuleLoader", str(compiled))
+    assert (compiled / precompiled.STAMP).read_text().strip() == precompiled.stamp(site / "jobgen/templates", run["jinja2"])
+    # the bytes templates/ renders (this checkout, the virtualenv's jinja2)
+    from jobgen.compiler import pipeline
+
+    files = pipeline.build(str(ROOT / "examples/shop.yaml")).files
+    assert run["files"] == {name: hashlib.sha256(data).hexdigest() for name, data in files.items()}
+
+
+def test_after_an_upgrade_of_python3_jinja2_the_templates_are_compiled_from_templates(jobgen_deb: Path, tmp_path: Path) -> None:
+    # Another jinja2 than the build's: the stamp no longer matches, and render.py compiles
+    # templates/ (a few ms per generator run that is not a cache hit; README: jobgen's own package).
+    site = unpacked(jobgen_deb, tmp_path)
+    built = render_with_debians_jinja2(site, ROOT / "examples/shop.yaml")
+    upgraded = render_with_debians_jinja2(site, ROOT / "examples/shop.yaml", built["jinja2"] + ".post1")
+    assert (built["loader"], upgraded["loader"]) == ("ModuleLoader", "FileSystemLoader")
+    assert upgraded["files"] == built["files"]
+
+
+def purged_paths() -> list[str]:
+    """What debian/jobgen.postrm removes on purge: the paths of its `rm -rf` lines."""
+    script = (ROOT / "debian/jobgen.postrm").read_text()
+    purge = re.search(r"^\s*purge\)\n(.*?)^\s*;;", script, re.MULTILINE | re.DOTALL)[1]
+    return [path for line in purge.splitlines() if (m := re.fullmatch(r"\s*rm -rf (.+)", line)) for path in m[1].split()]
+
+
+def test_purge_removes_the_generators_cache_folders_and_nothing_else() -> None:
+    # The folders the generator makes (gencache.MADE trailing ones of FOLDER: /var/cache/jobgen,
+    # never /var/cache) and RUN_FOLDER; the maintainer script names them as literals.
+    made = str(Path(gencache.FOLDER).parents[gencache.MADE - 2])
+    assert purged_paths() == [made, gencache.RUN_FOLDER]
+    assert made.startswith("/var/cache/") and made.count("/") == 3
 
 
 def test_without_typer_other_commands_say_what_works(tmp_path: Path) -> None:
