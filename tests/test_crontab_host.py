@@ -589,3 +589,35 @@ def test_a_folder_no_line_runs_is_refused_and_counted(image, tmp_path):
         f"{img}/etc/cron.weekly: refused: no line of /etc/crontab, /etc/cron.d or a user crontab runs this folder, so "
         "the host never ran its scripts: nothing imported (an import does not start scripts the host did not run)"]
     assert r.stderr == f"jobgen: 5 jobs imported into 3 manifests in {tmp_path / 'out'}; 1 refused\n"
+
+
+# cronie-noanacron's /etc/cron.d/dailyjobs, as shipped: cron runs the folders itself when
+# cronie-anacron (and its 0anacron) is not installed.
+RHEL_DAILYJOBS = """\
+# Run the daily, weekly, and monthly jobs if cronie-anacron is not installed
+SHELL=/bin/bash
+PATH=/sbin:/bin:/usr/sbin:/usr/bin
+MAILTO=root
+
+# run-parts
+02 4 * * * root [ ! -f /etc/cron.hourly/0anacron ] && run-parts /etc/cron.daily
+22 4 * * 0 root [ ! -f /etc/cron.hourly/0anacron ] && run-parts /etc/cron.weekly
+42 4 1 * * root [ ! -f /etc/cron.hourly/0anacron ] && run-parts /etc/cron.monthly
+"""
+
+
+def test_a_rhel_host_with_cronie_noanacron_runs_the_folders_from_cron_d(rhel, tmp_path):
+    img, out = str(rhel), tmp_path / "out"
+    for rel in ("usr/sbin/anacron", "etc/cron.hourly/0anacron", "etc/anacrontab"):
+        (rhel / rel).unlink()
+    _put(rhel, "etc/cron.d/dailyjobs", RHEL_DAILYJOBS)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert [line for line in r.stdout.splitlines() if "dailyjobs" in line and ": note: " not in line] == [
+        f"{img}/etc/cron.d/dailyjobs:{n}: mapped: runs /etc/cron.{period} with run-parts: the folder's scripts are "
+        "imported once, from the folder, at this line's time" for n, period in ((7, "daily"), (8, "weekly"), (9, "monthly"))]
+    assert sorted(p.name for p in out.iterdir()) == ["cron.daily.yaml", "cron.hourly.yaml", "cron.monthly.yaml", "cron.weekly.yaml"]
+    assert [(_manifest_jobs(out, m)[name]["schedule"], "persistent" in _manifest_jobs(out, m)[name]) for m, name in (
+        ("cron.daily.yaml", "cron-daily-logrotate"), ("cron.weekly.yaml", "cron-weekly-fstrim"),
+        ("cron.monthly.yaml", "cron-monthly-report"))] == [
+        ("*-*-* 04:02:00", False), ("Sun *-*-* 04:22:00", False), ("*-*-01 04:42:00", False)]
