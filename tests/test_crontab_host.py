@@ -621,3 +621,25 @@ def test_a_rhel_host_with_cronie_noanacron_runs_the_folders_from_cron_d(rhel, tm
         ("cron.daily.yaml", "cron-daily-logrotate"), ("cron.weekly.yaml", "cron-weekly-fstrim"),
         ("cron.monthly.yaml", "cron-monthly-report"))] == [
         ("*-*-* 04:02:00", False), ("Sun *-*-* 04:22:00", False), ("*-*-01 04:42:00", False)]
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("START_HOURS_RANGE=3-22", "START_HOURS_RANGE=22-3",
+     "START_HOURS_RANGE=22-3 (line 11) is not a range of hours (e.g. 3-22): when anacron ran the line is unknown"),
+    ("RANDOM_DELAY=45", "RANDOM_DELAY=soon", "RANDOM_DELAY=soon (line 9) is not a number of minutes"),
+    ("1\t5\tcron.daily", "1\tfive\tcron.daily",
+     "the delay 'five' is not a number of minutes (anacrontab(5)): when anacron ran the line is unknown"),
+    ("1\t5\tcron.daily", "1\t1300\tcron.daily", "a delay of 1300 minutes after 03:00 is the next day: no daily time"),
+])  # fmt: skip
+def test_an_anacrontab_line_jobgen_cannot_time_is_refused_with_its_folder(rhel, tmp_path, old, new, message):
+    img = str(rhel)
+    _put(rhel, "etc/anacrontab", RHEL_ANACRONTAB.replace(old, new))
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 1
+    refused = [line for line in r.stdout.splitlines() if ": refused: " in line and "cron.daily" in line or "anacrontab:14" in line]
+    assert refused == [
+        f"{img}/etc/cron.daily: refused: only {img}/etc/anacrontab:14 runs this folder, and it is not imported (see that "
+        "line): nothing imported",
+        f"{img}/etc/anacrontab:14: refused: {message}",
+    ]
+    assert not (tmp_path / "out" / "cron.daily.yaml").exists()

@@ -257,7 +257,7 @@ def _anacron_runners(tab: _Anacrontab, runners: dict[str, list[_Runner]], instal
                                        f"once, from the folder, at the time of {left.where} (which leaves the folder to "
                                        "anacron) with persistent: true"))
             continue
-        if a.every not in ANACRON_PERIODS or not a.delay.isdigit():
+        if a.every not in ANACRON_PERIODS:
             src.imported.problems.append(tool.Problem(a.line, _NOT_CALENDAR))
             continue
         runner = _anacron_runner(src, a, tab.own)
@@ -278,6 +278,8 @@ def _anacron_runner(src: Source, a: _AnacronLine, own: dict[str, tuple[int, str]
             return f"START_HOURS_RANGE={value} (line {number}) is not a range of hours (e.g. 3-22): when anacron ran the line is unknown"
         start, end = int(m.group(1)), int(m.group(2))
         window = f", only between {start:02}:00 and {end:02}:00 (START_HOURS_RANGE={value})"
+    if not a.delay.isdigit():
+        return f"the delay '{a.delay}' is not a number of minutes (anacrontab(5)): when anacron ran the line is unknown"
     minutes = start * 60 + int(a.delay)
     if minutes >= 24 * 60:
         return f"a delay of {a.delay} minutes after {start:02}:00 is the next day: no daily time"
