@@ -440,7 +440,7 @@ DEBIAN_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin
     ("30 * * * * root run-parts /etc/cron.hourly", "*-*-* *:17:00",
      "it runs the folder with another environment than {img}/etc/crontab:19; this line's runs ('30 * * * *') are dropped"),
     (DEBIAN_PATH + "CRON_TZ=Asia/Tokyo\n30 * * * * root run-parts /etc/cron.hourly", "*-*-* *:17:00",
-     "it runs the folder in Asia/Tokyo, {img}/etc/crontab:19 in the host’s; this line's runs ('30 * * * *') are dropped"),
+     "it runs the folder in Asia/Tokyo, {img}/etc/crontab:19 in the host's zone; this line's runs ('30 * * * *') are dropped"),
 ])  # fmt: skip
 def test_a_second_runner_joins_only_when_cron_s_runs_are_the_same(image, tmp_path, extra, schedule, why):
     img = str(image)

@@ -349,7 +349,8 @@ def _differs(kept: list[_Runner], r: _Runner) -> str | None:
     if job.user != first.job.user:
         return f"it runs the folder as {job.user or 'root'}, {first.where} as {first.job.user or 'root'}"
     if job.timezone != first.job.timezone:
-        return f"it runs the folder in {job.timezone or 'the host’s zone'}, {first.where} in {first.job.timezone or 'the host’s'}"
+        zones = [z or "the host's zone" for z in (job.timezone, first.job.timezone)]
+        return f"it runs the folder in {zones[0]}, {first.where} in {zones[1]}"
     if job.timer != first.job.timer:
         shown = [", ".join(f"{k}: {v}" for k, v in t) or "no timer keys" for t in (job.timer, first.job.timer)]
         return f"its jobs would get {shown[0]}, {first.where}'s {shown[1]}"
