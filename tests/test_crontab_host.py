@@ -119,8 +119,10 @@ def test_with_anacron_installed_the_folders_catch_up_and_anacrontab_is_mapped(im
     assert (f"{img}/etc/crontab:20: mapped: runs /etc/cron.daily with run-parts when anacron is not installed; anacron "
             "is, and runs it: the folder's scripts are imported once, from the folder, at this line's time with "
             "persistent: true") in lines
+    # The same run as /etc/crontab:20's (the line leaves the folder to anacron): not a second runner.
     assert (f"{img}/etc/anacrontab:3: mapped: runs /etc/cron.daily with run-parts: the folder's scripts are imported "
-            "once, from the folder, at the time of the /etc/crontab line that runs it") in lines
+            f"once, from the folder, at the time of {img}/etc/crontab:20 (which leaves the folder to anacron) with "
+            "persistent: true") in lines
     assert (f"{img}/etc/anacrontab:4: refused: anacron runs a job once every N days counted from its last run, which "
             "is no calendar: translate it by hand (a schedule with persistent: true)") in lines
     daily = yaml.safe_load((tmp_path / "out" / "cron.daily.yaml").read_text())["jobs"]
@@ -301,3 +303,343 @@ def test_links_are_resolved_inside_the_root_never_out_of_it(image, tmp_path):
     assert (f"{img}/etc/cron.d/absolute: refused: it leads out of the root (to /nonexistent-jobgen/e2scrub_all); "
             "jobgen does not read through it") in lines
     assert r.returncode == 1
+
+
+# ----------------------------------------------------------------------------- run-parts runners
+
+# RHEL 9 / Fedora's cronie, as shipped: /etc/crontab runs nothing, /etc/cron.d/0hourly
+# (cronie) runs the hourly folder, and with cronie-anacron /etc/cron.hourly/0anacron starts
+# anacron, which runs the daily, weekly and monthly folders from /etc/anacrontab.
+RHEL_CRONTAB = """\
+SHELL=/bin/bash
+PATH=/sbin:/bin:/usr/sbin:/usr/bin
+MAILTO=root
+
+# For details see man 4 crontabs
+
+# Example of job definition:
+# .---------------- minute (0 - 59)
+# |  .------------- hour (0 - 23)
+# |  |  .---------- day of month (1 - 31)
+# |  |  |  .------- month (1 - 12) OR jan,feb,mar,apr ...
+# |  |  |  |  .---- day of week (0 - 6) (Sunday=0 or 7) OR sun,mon,tue,wed,thu,fri,sat
+# |  |  |  |  |
+# *  *  *  *  * user-name  command to be executed
+
+"""
+RHEL_0HOURLY = """\
+# Run the hourly jobs
+SHELL=/bin/bash
+PATH=/sbin:/bin:/usr/sbin:/usr/bin
+MAILTO=root
+01 * * * * root run-parts /etc/cron.hourly
+"""
+RHEL_ANACRONTAB = """\
+# /etc/anacrontab: configuration file for anacron
+
+# See anacron(8) and anacrontab(5) for details.
+
+SHELL=/bin/sh
+PATH=/sbin:/bin:/usr/sbin:/usr/bin
+MAILTO=root
+# the maximal random delay added to the base delay of the jobs
+RANDOM_DELAY=45
+# the jobs will be started during the following hours only
+START_HOURS_RANGE=3-22
+
+#period in days   delay in minutes   job-identifier   command
+1\t5\tcron.daily\t\tnice run-parts /etc/cron.daily
+7\t25\tcron.weekly\t\tnice run-parts /etc/cron.weekly
+@monthly 45\tcron.monthly\t\tnice run-parts /etc/cron.monthly
+"""
+
+
+@pytest.fixture
+def rhel(tmp_path) -> Path:
+    """A RHEL/Fedora host with cronie and cronie-anacron: a script in each run-parts folder."""
+    root = tmp_path / "rhel"
+    _put(root, "etc/crontab", RHEL_CRONTAB)
+    _put(root, "etc/cron.d/0hourly", RHEL_0HOURLY)
+    _put(root, "etc/anacrontab", RHEL_ANACRONTAB)
+    _put(root, "usr/sbin/anacron", "#!/bin/sh\n", 0o755)
+    _put(root, "etc/cron.hourly/0anacron", "#!/bin/sh\n/usr/sbin/anacron -s\n", 0o755)
+    _put(root, "etc/cron.hourly/sa1", "#!/bin/sh\nexit 0\n", 0o755)
+    _put(root, "etc/cron.daily/logrotate", "#!/bin/sh\nexit 0\n", 0o755)
+    _put(root, "etc/cron.weekly/fstrim", "#!/bin/sh\nexit 0\n", 0o755)
+    _put(root, "etc/cron.monthly/report", "#!/bin/sh\nexit 0\n", 0o755)
+    _put(root, "etc/passwd", "root:x:0:0::/root:/bin/bash\n")
+    _put(root, "etc/timezone", "Etc/UTC\n")
+    (tmp_path / "out").mkdir()
+    return root
+
+
+def _manifest_jobs(out: Path, name: str) -> dict:
+    return yaml.safe_load((out / name).read_text())["jobs"]
+
+
+def test_a_debian_host_with_a_cron_d_line_that_runs_a_folder_too(image, tmp_path):
+    """A cron.d line that runs a folder is one more runner: never a job itself. Its times join
+    the folder's jobs where cron's runs are the same; where not, they are reported."""
+    img, out = str(image), tmp_path / "out"
+    _put(image, "etc/cron.d/local-run-parts", "PATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin\n"
+                                              "47 * * * * root cd / && run-parts --report /etc/cron.hourly\n"
+                                              "25 6 * * * root run-parts /etc/cron.daily\n")
+    _put(image, "etc/cron.hourly/sync-mirror", "#!/bin/sh\nexit 0\n", 0o755)
+    _put(image, "etc/timezone", "Europe/Berlin\n")
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [line for line in lines if ": mapped: " in line or "local-run-parts" in line or "cron.hourly" in line] == [
+        f"{img}/etc/crontab:19: mapped: runs /etc/cron.hourly with run-parts: the folder's scripts are imported once, "
+        f"from the folder, at this line's time, and at the time of {img}/etc/cron.d/local-run-parts:2 (cron ran it at each)",
+        f"{img}/etc/crontab:20: mapped: runs /etc/cron.daily with run-parts: the folder's scripts are imported once, "
+        "from the folder, at this line's time",
+        f"{img}/etc/crontab:21: mapped: runs /etc/cron.weekly with run-parts: the folder's scripts are imported once, "
+        "from the folder, at this line's time",
+        f"{img}/etc/crontab:22: mapped: runs /etc/cron.monthly with run-parts: the folder's scripts are imported once, "
+        "from the folder, at this line's time",
+        f"{img}/etc/cron.d/local-run-parts:2: mapped: runs /etc/cron.hourly with run-parts: the folder's scripts are "
+        f"imported once, from the folder, at this line's time, and at the time of {img}/etc/crontab:19 (cron ran it at each)",
+        f"{img}/etc/cron.d/local-run-parts:3: mapped: runs /etc/cron.daily with run-parts: the folder's scripts are "
+        f"imported once, from the folder, at the time of {img}/etc/crontab:20",
+        # the same minute as /etc/crontab:20: cron ran the folder twice at 06:25, a timer elapses once
+        f"{img}/etc/cron.d/local-run-parts:3: needs review: runs /etc/cron.daily too, but it runs the folder at minutes "
+        f"{img}/etc/crontab:20 runs it at too (first 2028-01-01 06:25): cron ran it twice then, a timer elapses once; "
+        "this line's runs ('25 6 * * *') are dropped: add them by hand if they matter",
+        f"{img}/etc/cron.hourly/sync-mirror: translated: cron-hourly-sync-mirror in cron.hourly.yaml",
+        # each runner's DST differences, at its own minute
+        f"{img}/etc/cron.hourly/sync-mirror: needs review: cron-hourly-sync-mirror: DST change on 2028-10-29 (03:00 -> "
+        "02:00 Europe/Berlin): cron runs the repeated minutes again; cron runs 1 more time (02:17 CET)",
+        f"{img}/etc/cron.hourly/sync-mirror: needs review: cron-hourly-sync-mirror: DST change on 2028-10-29 (03:00 -> "
+        "02:00 Europe/Berlin): cron runs the repeated minutes again; cron runs 1 more time (02:47 CET)",
+        f"{img}/etc/cron.hourly: needs review: 1 job in cron.hourly.yaml: {REVIEW}",
+    ]
+    assert "cron.d-local-run-parts.yaml" not in [p.name for p in out.iterdir()]  # no line of it is a job
+    hourly = _manifest_jobs(out, "cron.hourly.yaml")["cron-hourly-sync-mirror"]
+    assert (hourly["schedule"], hourly["description"]) == (
+        ["*-*-* *:17:00", "*-*-* *:47:00"],
+        "cron: /etc/cron.hourly/sync-mirror, run by run-parts from /etc/crontab line 19 and /etc/cron.d/local-run-parts line 2")
+    assert _manifest_jobs(out, "cron.daily.yaml")["cron-daily-dpkg"]["schedule"] == "*-*-* 06:25:00"
+    check = _jobgen("check", *(str(p) for p in sorted(out.iterdir())))
+    assert check.returncode == 0, check.stderr
+
+
+DEBIAN_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin\n"  # as Debian's /etc/crontab
+
+
+@pytest.mark.parametrize(("extra", "schedule", "why"), [
+    # 05:00 is no minute of /etc/crontab's '17 * * * *': the union is cron's runs
+    (DEBIAN_PATH + "0 5 * * * root run-parts /etc/cron.hourly", ["*-*-* *:17:00", "*-*-* 05:00:00"], None),
+    (DEBIAN_PATH + "17 5 * * * root run-parts /etc/cron.hourly", "*-*-* *:17:00",
+     "it runs the folder at minutes {img}/etc/crontab:19 runs it at too (first 2028-01-01 05:17): cron ran it twice "
+     "then, a timer elapses once; this line's runs ('17 5 * * *') are dropped"),
+    (DEBIAN_PATH + "30 * * * * www-data run-parts /etc/cron.hourly", "*-*-* *:17:00",
+     "it runs the folder as www-data, {img}/etc/crontab:19 as root; this line's runs ('30 * * * *') are dropped"),
+    (DEBIAN_PATH + "@reboot root run-parts /etc/cron.hourly", "*-*-* *:17:00",
+     "it runs the folder at boot, not at a calendar's times; this line's runs ('@reboot') are dropped"),
+    ("30 * * * * root run-parts /etc/cron.hourly", "*-*-* *:17:00",
+     "it runs the folder with another environment than {img}/etc/crontab:19; this line's runs ('30 * * * *') are dropped"),
+    (DEBIAN_PATH + "CRON_TZ=Asia/Tokyo\n30 * * * * root run-parts /etc/cron.hourly", "*-*-* *:17:00",
+     "it runs the folder in Asia/Tokyo, {img}/etc/crontab:19 in the host's zone; this line's runs ('30 * * * *') are dropped"),
+])  # fmt: skip
+def test_a_second_runner_joins_only_when_cron_s_runs_are_the_same(image, tmp_path, extra, schedule, why):
+    img = str(image)
+    _put(image, "etc/cron.d/extra", extra + "\n")
+    _put(image, "etc/cron.hourly/sync-mirror", "#!/bin/sh\nexit 0\n", 0o755)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    n = extra.count("\n") + 1  # the runner is the file's last line
+    assert _manifest_jobs(tmp_path / "out", "cron.hourly.yaml")["cron-hourly-sync-mirror"]["schedule"] == schedule
+    reviewed = [x for x in r.stdout.splitlines() if x.startswith(f"{img}/etc/cron.d/extra:{n}: needs review: ")]
+    assert reviewed == ([] if why is None else [
+        f"{img}/etc/cron.d/extra:{n}: needs review: runs /etc/cron.hourly too, but {why.format(img=img)}: add them by "
+        "hand if they matter"])
+
+
+MAILTO_NOTE = ("MAILTO=root: the jobs after it get mail_on_failure: cron mails any output a job prints, jobgen mails when "
+               "a run fails (its status and last journal lines, through the host's sendmail); output goes to the journal")
+
+
+def test_a_rhel_host_with_anacron_imports_each_folder_from_its_runner(rhel, tmp_path):
+    """cronie: /etc/cron.d/0hourly runs the hourly folder; anacron, started by 0anacron in it,
+    runs the others from /etc/anacrontab, at a calendar of each line's period."""
+    img, out = str(rhel), tmp_path / "out"
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [
+        f"{img}/etc/crontab:3: note: {MAILTO_NOTE}",
+        f"{img}/etc/cron.d/0hourly:4: note: {MAILTO_NOTE}",
+        f"{img}/etc/cron.d/0hourly:5: mapped: runs /etc/cron.hourly with run-parts: the folder's scripts are imported "
+        "once, from the folder, at this line's time",
+        f"{img}/etc/cron.hourly/0anacron: mapped: starts anacron, which runs /etc/anacrontab: the folders it runs are "
+        "imported from there, so it is not imported as a job (they would run twice)",
+        f"{img}/etc/cron.hourly/sa1: translated: cron-hourly-sa1 in cron.hourly.yaml",
+        f"{img}/etc/cron.hourly: needs review: 1 job in cron.hourly.yaml: {REVIEW}",
+        f"{img}/etc/cron.daily/logrotate: translated: cron-daily-logrotate in cron.daily.yaml",
+        f"{img}/etc/cron.daily: needs review: 1 job in cron.daily.yaml: {REVIEW}",
+        f"{img}/etc/cron.weekly/fstrim: translated: cron-weekly-fstrim in cron.weekly.yaml",
+        f"{img}/etc/cron.weekly: needs review: 1 job in cron.weekly.yaml: {REVIEW}",
+        f"{img}/etc/cron.monthly/report: translated: cron-monthly-report in cron.monthly.yaml",
+        f"{img}/etc/cron.monthly: needs review: 1 job in cron.monthly.yaml: {REVIEW}",
+        f"{img}/etc/anacrontab:14: mapped: runs /etc/cron.daily with run-parts every day: the folder's scripts are "
+        "imported once, from the folder, at 03:05 every day (the first hour anacron starts jobs at, then the line's "
+        "delay of 5 minutes) with persistent: true and randomized_delay: 45min (RANDOM_DELAY=45, anacron's random delay)",
+        f"{img}/etc/anacrontab:14: needs review: anacron ran this line when it was started (hourly) and a day had passed "
+        "since the date of the last run, only between 03:00 and 22:00 (START_HOURS_RANGE=3-22); the jobs' timer "
+        "elapses at 03:05 every day ('*-*-* 03:05:00') instead, and makes up a missed run at boot at any hour",
+        f"{img}/etc/anacrontab:15: mapped: runs /etc/cron.weekly with run-parts every week: the folder's scripts are "
+        "imported once, from the folder, at 03:25 every week (the first hour anacron starts jobs at, then the line's "
+        "delay of 25 minutes) with persistent: true and randomized_delay: 45min (RANDOM_DELAY=45, anacron's random delay)",
+        f"{img}/etc/anacrontab:15: needs review: anacron ran this line when it was started (hourly) and a week had "
+        "passed since the date of the last run, only between 03:00 and 22:00 (START_HOURS_RANGE=3-22); the jobs' timer "
+        "elapses at 03:25 every week ('Mon *-*-* 03:25:00') instead, and makes up a missed run at boot at any hour",
+        f"{img}/etc/anacrontab:16: mapped: runs /etc/cron.monthly with run-parts every month: the folder's scripts are "
+        "imported once, from the folder, at 03:45 every month (the first hour anacron starts jobs at, then the line's "
+        "delay of 45 minutes) with persistent: true and randomized_delay: 45min (RANDOM_DELAY=45, anacron's random delay)",
+        f"{img}/etc/anacrontab:16: needs review: anacron ran this line when it was started (hourly) and a month had "
+        "passed since the date of the last run, only between 03:00 and 22:00 (START_HOURS_RANGE=3-22); the jobs' timer "
+        "elapses at 03:45 every month ('*-*-01 03:45:00') instead, and makes up a missed run at boot at any hour",
+    ]
+    assert r.stderr == f"jobgen: 4 jobs imported into 4 manifests in {out}\n"
+    path = {"PATH": "/sbin:/bin:/usr/sbin:/usr/bin"}
+    assert _manifest_jobs(out, "cron.hourly.yaml") == {"cron-hourly-sa1": {
+        "description": "cron: /etc/cron.hourly/sa1, run by run-parts from /etc/cron.d/0hourly line 5",
+        "command": ["/etc/cron.hourly/sa1"], "schedule": "*-*-* *:01:00", "mail_on_failure": "root",
+        "hardening": "none", "environment": path}}
+    for manifest, name, schedule in (("cron.daily.yaml", "cron-daily-logrotate", "*-*-* 03:05:00"),
+                                     ("cron.weekly.yaml", "cron-weekly-fstrim", "Mon *-*-* 03:25:00"),
+                                     ("cron.monthly.yaml", "cron-monthly-report", "*-*-01 03:45:00")):
+        job = _manifest_jobs(out, manifest)[name]
+        assert (job["schedule"], job["persistent"], job["randomized_delay"], job["environment"], job["mail_on_failure"]) == (
+            schedule, True, "45min", path, "root"), manifest
+    check = _jobgen("check", *(str(p) for p in sorted(out.iterdir())))
+    assert check.returncode == 0, check.stderr
+
+
+@pytest.mark.parametrize(("period", "schedule"), [
+    ("1", "*-*-* 03:05:00"), ("@daily", "*-*-* 03:05:00"), ("7", "Mon *-*-* 03:05:00"), ("@weekly", "Mon *-*-* 03:05:00"),
+    ("@monthly", "*-*-01 03:05:00"), ("@yearly", "*-01-01 03:05:00"),
+])  # fmt: skip
+def test_each_anacron_period_a_calendar_holds(rhel, tmp_path, period, schedule):
+    _put(rhel, "etc/anacrontab", RHEL_ANACRONTAB.replace("1\t5\tcron.daily", f"{period}\t5\tcron.daily"))
+    r = _jobgen("import-crontab", "--host", "--root", str(rhel), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    assert _manifest_jobs(tmp_path / "out", "cron.daily.yaml")["cron-daily-logrotate"]["schedule"] == schedule
+
+
+def test_an_anacron_period_no_calendar_holds_is_refused_with_its_folder(rhel, tmp_path):
+    img = str(rhel)
+    _put(rhel, "etc/anacrontab", RHEL_ANACRONTAB.replace("7\t25\tcron.weekly", "3\t25\tcron.weekly")
+         + "7 10 backup /usr/local/bin/backup\n")
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 1
+    refused = [line for line in r.stdout.splitlines() if ": refused: " in line]
+    assert refused == [
+        f"{img}/etc/cron.weekly: refused: only {img}/etc/anacrontab:15 runs this folder, and it is not imported (see "
+        "that line): nothing imported",
+        f"{img}/etc/anacrontab:15: refused: anacron runs a job once every N days counted from its last run, which is no "
+        "calendar: translate it by hand (a schedule with persistent: true)",
+        f"{img}/etc/anacrontab:17: refused: anacron runs a job once every N days counted from its last run, which is no "
+        "calendar: translate it by hand (a schedule with persistent: true)",
+    ]
+    assert r.stderr == f"jobgen: 3 jobs imported into 3 manifests in {tmp_path / 'out'}; 3 refused\n"
+    assert not (tmp_path / "out" / "cron.weekly.yaml").exists()
+
+
+def test_without_anacron_nothing_runs_anacrontab_and_a_folder_no_line_runs_is_refused(rhel, tmp_path):
+    """cronie without cronie-anacron (no /usr/sbin/anacron, no 0anacron), /etc/anacrontab
+    left behind: cron never ran the daily, weekly and monthly scripts, so none is imported."""
+    img = str(rhel)
+    (rhel / "usr/sbin/anacron").unlink()
+    (rhel / "etc/cron.hourly/0anacron").unlink()
+    _put(rhel, "etc/anacrontab", RHEL_ANACRONTAB + "3 10 backup /usr/local/bin/backup\n")
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 1
+    never = ("refused: no line of /etc/crontab, /etc/cron.d or a user crontab runs this folder, so the host never ran its "
+             "scripts: nothing imported (an import does not start scripts the host did not run); ")
+    not_run = ("but anacron is not installed (no /usr/sbin/anacron), so nothing runs this line: the folder is not "
+               "imported from it")
+    assert [line for line in r.stdout.splitlines() if ": note: " not in line] == [
+        f"{img}/etc/cron.d/0hourly:5: mapped: runs /etc/cron.hourly with run-parts: the folder's scripts are imported "
+        "once, from the folder, at this line's time",
+        f"{img}/etc/cron.hourly/sa1: translated: cron-hourly-sa1 in cron.hourly.yaml",
+        f"{img}/etc/cron.hourly: needs review: 1 job in cron.hourly.yaml: {REVIEW}",
+        f"{img}/etc/cron.daily: {never}{img}/etc/anacrontab:14 would, but anacron is not installed",
+        f"{img}/etc/cron.weekly: {never}{img}/etc/anacrontab:15 would, but anacron is not installed",
+        f"{img}/etc/cron.monthly: {never}{img}/etc/anacrontab:16 would, but anacron is not installed",
+        f"{img}/etc/anacrontab:14: mapped: runs /etc/cron.daily with run-parts, {not_run}",
+        f"{img}/etc/anacrontab:15: mapped: runs /etc/cron.weekly with run-parts, {not_run}",
+        f"{img}/etc/anacrontab:16: mapped: runs /etc/cron.monthly with run-parts, {not_run}",
+        f"{img}/etc/anacrontab:17: refused: anacron is not installed (no /usr/sbin/anacron), so nothing runs this line: "
+        "not imported (if it should run, translate it by hand: anacron counts N days from the last run, which no "
+        "calendar is)",
+    ]
+    # each folder with scripts is one refusal, as the line that runs nothing
+    assert r.stderr == f"jobgen: 1 job imported into 1 manifest in {tmp_path / 'out'}; 4 refused\n"
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["cron.hourly.yaml"]
+
+
+def test_a_folder_no_line_runs_is_refused_and_counted(image, tmp_path):
+    img = str(image)
+    _put(image, "etc/crontab", "\n".join(line for line in DEBIAN_CRONTAB.splitlines() if "cron.weekly" not in line) + "\n")
+    _put(image, "etc/cron.weekly/man-db", "#!/bin/sh\nexit 0\n", 0o755)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 1
+    assert [line for line in r.stdout.splitlines() if "cron.weekly" in line] == [
+        f"{img}/etc/cron.weekly: refused: no line of /etc/crontab, /etc/cron.d or a user crontab runs this folder, so "
+        "the host never ran its scripts: nothing imported (an import does not start scripts the host did not run)"]
+    assert r.stderr == f"jobgen: 5 jobs imported into 3 manifests in {tmp_path / 'out'}; 1 refused\n"
+
+
+# cronie-noanacron's /etc/cron.d/dailyjobs, as shipped: cron runs the folders itself when
+# cronie-anacron (and its 0anacron) is not installed.
+RHEL_DAILYJOBS = """\
+# Run the daily, weekly, and monthly jobs if cronie-anacron is not installed
+SHELL=/bin/bash
+PATH=/sbin:/bin:/usr/sbin:/usr/bin
+MAILTO=root
+
+# run-parts
+02 4 * * * root [ ! -f /etc/cron.hourly/0anacron ] && run-parts /etc/cron.daily
+22 4 * * 0 root [ ! -f /etc/cron.hourly/0anacron ] && run-parts /etc/cron.weekly
+42 4 1 * * root [ ! -f /etc/cron.hourly/0anacron ] && run-parts /etc/cron.monthly
+"""
+
+
+def test_a_rhel_host_with_cronie_noanacron_runs_the_folders_from_cron_d(rhel, tmp_path):
+    img, out = str(rhel), tmp_path / "out"
+    for rel in ("usr/sbin/anacron", "etc/cron.hourly/0anacron", "etc/anacrontab"):
+        (rhel / rel).unlink()
+    _put(rhel, "etc/cron.d/dailyjobs", RHEL_DAILYJOBS)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert [line for line in r.stdout.splitlines() if "dailyjobs" in line and ": note: " not in line] == [
+        f"{img}/etc/cron.d/dailyjobs:{n}: mapped: runs /etc/cron.{period} with run-parts: the folder's scripts are "
+        "imported once, from the folder, at this line's time" for n, period in ((7, "daily"), (8, "weekly"), (9, "monthly"))]
+    assert sorted(p.name for p in out.iterdir()) == ["cron.daily.yaml", "cron.hourly.yaml", "cron.monthly.yaml", "cron.weekly.yaml"]
+    assert [(_manifest_jobs(out, m)[name]["schedule"], "persistent" in _manifest_jobs(out, m)[name]) for m, name in (
+        ("cron.daily.yaml", "cron-daily-logrotate"), ("cron.weekly.yaml", "cron-weekly-fstrim"),
+        ("cron.monthly.yaml", "cron-monthly-report"))] == [
+        ("*-*-* 04:02:00", False), ("Sun *-*-* 04:22:00", False), ("*-*-01 04:42:00", False)]
+
+
+@pytest.mark.parametrize(("old", "new", "message"), [
+    ("START_HOURS_RANGE=3-22", "START_HOURS_RANGE=22-3",
+     "START_HOURS_RANGE=22-3 (line 11) is not a range of hours (e.g. 3-22): when anacron ran the line is unknown"),
+    ("RANDOM_DELAY=45", "RANDOM_DELAY=soon", "RANDOM_DELAY=soon (line 9) is not a number of minutes"),
+    ("1\t5\tcron.daily", "1\tfive\tcron.daily",
+     "the delay 'five' is not a number of minutes (anacrontab(5)): when anacron ran the line is unknown"),
+    ("1\t5\tcron.daily", "1\t1300\tcron.daily", "a delay of 1300 minutes after 03:00 is the next day: no daily time"),
+])  # fmt: skip
+def test_an_anacrontab_line_jobgen_cannot_time_is_refused_with_its_folder(rhel, tmp_path, old, new, message):
+    img = str(rhel)
+    _put(rhel, "etc/anacrontab", RHEL_ANACRONTAB.replace(old, new))
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 1
+    refused = [line for line in r.stdout.splitlines() if ": refused: " in line and "cron.daily" in line or "anacrontab:14" in line]
+    assert refused == [
+        f"{img}/etc/cron.daily: refused: only {img}/etc/anacrontab:14 runs this folder, and it is not imported (see that "
+        "line): nothing imported",
+        f"{img}/etc/anacrontab:14: refused: {message}",
+    ]
+    assert not (tmp_path / "out" / "cron.daily.yaml").exists()
