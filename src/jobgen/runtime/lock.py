@@ -40,9 +40,9 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
-from jobgen.contract import locks, policies
+from jobgen.contract import locks
 from jobgen.runtime import backends, tree
 from jobgen.runtime.backends import AuthFailed, ConfigError, LockError, ServerError, Unreachable
 
@@ -139,7 +139,7 @@ def _seconds(minimum: float, inclusive: bool = True):
 
 
 def _lock_name(text: str) -> str:
-    if problem := locks.name_problem(policies.CLUSTER, text):
+    if problem := locks.name_problem(locks.CLUSTER, text):
         raise argparse.ArgumentTypeError(problem)
     return text
 

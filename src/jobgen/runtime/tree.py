@@ -26,7 +26,8 @@ import select
 import signal
 import subprocess
 import time
-from typing import Mapping, NamedTuple
+from collections import namedtuple
+from collections.abc import Mapping
 
 PR_SET_PDEATHSIG = 1  # linux/prctl.h
 PR_SET_CHILD_SUBREAPER = 36  # linux/prctl.h, 3.4
@@ -75,10 +76,9 @@ def child_setup(parent: int, death: int = signal.SIGKILL):
 
 
 
-class _Proc(NamedTuple):
-    ppid: int
-    state: str
-    start: int  # /proc/PID/stat starttime: a pid with another start time is another process
+# ppid: int; state: str; start: int, /proc/PID/stat starttime (a pid with another start
+# time is another process). A namedtuple: typing costs `jobgen lock` ~5 ms a run (contract/locks.py).
+_Proc = namedtuple("_Proc", "ppid state start")
 
 
 def _scan() -> dict[int, _Proc]:
