@@ -75,7 +75,10 @@ def versions() -> list[str]:
            platform.platform()]
     for mod in ("redis", "pymysql", "psycopg"):
         try:
-            out.append(f"{mod} {__import__(mod).__version__}")
+            client = __import__(mod)
+            # PyMySQL's __version__ is the mysqlclient release it stands in for (Django checks
+            # it); its own release is VERSION_STRING.
+            out.append(f"{mod} {getattr(client, 'VERSION_STRING', None) or client.__version__}")
         except ImportError:
             out.append(f"{mod} missing")
     return out

@@ -66,3 +66,21 @@ def test_a_backend_loads_its_own_client_only(url: str, client: str, outcome: str
     assert not marker.exists()
     assert loaded(names, CLIENTS + NEVER) == [client]
     assert loaded(names - client_imports(client), NOT_OURS) == []
+
+
+# The holder's own modules on the MariaDB path (the console script's module, the holder, its
+# backend; PyMySQL itself is imported by backends.load): PyMySQL without the optional
+# `cryptography` package loads none of these, so each would be the holder's own cost on
+# every run (typing about 5 ms of CPU, the overlap policy tables of contract/policies.py
+# as much again). Checked without the client, whatever the client loads.
+HOLDER_MODULES = ("jobgen.cli", "jobgen.runtime.lock", "jobgen.runtime.backends.mysql")
+NOT_THE_HOLDERS = ("typing", "jobgen.contract.policies", "jobgen.contract.outcomes")
+
+
+def test_the_holders_own_modules_load_no_typing_and_no_policy_tables() -> None:
+    r = subprocess.run([sys.executable, "-c", f"import sys, {', '.join(HOLDER_MODULES)}; "
+                        "print(' '.join(sys.modules))"],
+                       capture_output=True, text=True, timeout=60, check=True)
+    names = set(r.stdout.split())
+    assert set(HOLDER_MODULES) <= names  # the probe sees them
+    assert loaded(names, NOT_THE_HOLDERS + NOT_OURS + CLIENTS + NEVER) == []

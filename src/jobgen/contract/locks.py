@@ -21,8 +21,12 @@ from __future__ import annotations
 import hashlib
 import re
 import urllib.parse
+from collections import namedtuple
 from collections.abc import Callable
-from typing import NamedTuple
+
+# The records here are collections.namedtuple, not typing.NamedTuple: `jobgen lock` loads
+# this module in front of every run of a cluster-locked job, and `import typing` alone
+# costs it about 5 ms of CPU (tests/test_lock_start_up.py keeps typing out of it).
 
 # --------------------------------------------------------------------------- exit codes
 
@@ -55,12 +59,15 @@ DEFAULT_HOLDER = "/usr/bin/jobgen"
 
 # --------------------------------------------------------------------------- lock names
 
+# The lock scopes' names, as the manifest spells them (contract/policies.py has them from
+# here, so `jobgen lock` checks a cluster name without loading the policy tables).
+UNIT, HOST, CLUSTER = "unit", "host", "cluster"
 
-class NameRule(NamedTuple):
-    pattern: re.Pattern[str]
-    allowed: str  # the punctuation `pattern` admits besides letters and digits, as shown
-    max_len: int
-    why_max: str
+class NameRule(namedtuple("NameRule", "pattern allowed max_len why_max")):
+    """pattern: re.Pattern[str]; allowed: the punctuation `pattern` admits besides letters
+    and digits, as shown; max_len: int; why_max: str."""
+
+    __slots__ = ()
 
 
 # Host (and unit) lock names become a file name, /run/jobgen/NAME.lock: no '/', and
@@ -68,11 +75,11 @@ class NameRule(NamedTuple):
 # name (hashed past 64 characters) and a sha256 input: '/' groups them, '+' and '='
 # carry base64-ish identities; nothing a log line, a key or an SQL string must quote.
 NAME_RULES: dict[str, NameRule] = {
-    "unit": NameRule(re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]*"), "_.:@-", 250,
+    UNIT: NameRule(re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]*"), "_.:@-", 250,
                      "the lock file name NAME.lock must fit in 255 bytes"),
-    "host": NameRule(re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]*"), "_.:@-", 250,
+    HOST: NameRule(re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@-]*"), "_.:@-", 250,
                      "the lock file name NAME.lock must fit in 255 bytes"),
-    "cluster": NameRule(re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/+=-]*"), "_.:@/+=-", 255,
+    CLUSTER: NameRule(re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.:@/+=-]*"), "_.:@/+=-", 255,
                         "the limit of `jobgen lock --name`"),
 }
 
@@ -116,17 +123,18 @@ _MYSQL_QUERY = frozenset({"ssl_ca", "ssl_cert", "ssl_key", "charset"})
 _DIGITS = re.compile(r"[0-9]+")
 
 
-class Scheme(NamedTuple):
-    module: str  # backend module under jobgen.runtime.backends
-    client: str  # the client library it imports
-    extra: str  # the extra in pyproject.toml that installs the client (runtime/installed.py: how to add it)
-    query: frozenset[str]  # query parameters the backend passes on to its client
-    default_port: int
-    database: str  # what the URL path names, for messages
-    path: re.Pattern[str] | None = None  # the path's form, None: any text
-    # overlap: queue keeps requests in tables: the URL must name the database (MariaDB has
-    # no default one; PostgreSQL uses the user's; Redis uses database 0).
-    queue_needs_database: bool = False
+class Scheme(namedtuple("Scheme", "module client extra query default_port database path "
+                                  "queue_needs_database", defaults=(None, False))):
+    """module: backend module under jobgen.runtime.backends; client: the client library it
+    imports; extra: the extra in pyproject.toml that installs the client
+    (runtime/installed.py: how to add it); query: frozenset[str], the query parameters the
+    backend passes on to its client; default_port: int; database: what the URL path names,
+    for messages; path: re.Pattern[str] | None, the path's form (None, the default: any
+    text); queue_needs_database: bool (default False), overlap: queue keeps requests in
+    tables: the URL must name the database (MariaDB has no default one; PostgreSQL uses
+    the user's; Redis uses database 0)."""
+
+    __slots__ = ()
 
 
 SCHEMES: dict[str, Scheme] = {
@@ -161,17 +169,15 @@ class UrlProblem(ValueError):
     """A backend URL that no server needs to see to refuse. str() never holds a secret."""
 
 
-class RawUrl(NamedTuple):
+class RawUrl(namedtuple("RawUrl", "scheme host port username password path query")):
     """A backend URL split before `${VAR}` expansion, each part percent-decoded, so an
-    expanded password may hold '@', '/' or ':' without percent-encoding."""
+    expanded password may hold '@', '/' or ':' without percent-encoding.
 
-    scheme: str
-    host: str
-    port: str  # digits, `${VAR}` or ''
-    username: str | None
-    password: str | None  # never in repr()
-    path: str  # without the leading '/'
-    query: tuple[tuple[str, str], ...]  # never in repr()
+    scheme, host: str; port: digits, `${VAR}` or ''; username: str | None; password:
+    str | None (never in repr()); path: without the leading '/'; query:
+    tuple[tuple[str, str], ...] (never in repr())."""
+
+    __slots__ = ()
 
     def __repr__(self) -> str:
         return (f"RawUrl(scheme={self.scheme!r}, host={self.host!r}, port={self.port!r}, "
@@ -306,10 +312,12 @@ NAMESPACE = "jobgen:"
 BOOKKEEPING = "#"
 
 
-class RedisKeys(NamedTuple):
-    lease: str  # the owner token with its expiry: `jobgen:NAME`, as in every jobgen release
-    fence: str  # the fencing counter: `jobgen:#fence:NAME`, no name's lease
-    legacy_fence: str  # where releases before the `#` layout counted: read once, never written
+class RedisKeys(namedtuple("RedisKeys", "lease fence legacy_fence")):
+    """lease: the owner token with its expiry, `jobgen:NAME`, as in every jobgen release;
+    fence: the fencing counter, `jobgen:#fence:NAME`, no name's lease; legacy_fence: where
+    releases before the `#` layout counted: read once, never written."""
+
+    __slots__ = ()
 
 
 def redis_keys(name: str) -> RedisKeys:
@@ -347,9 +355,11 @@ def advisory_key(name: str) -> int:
     return int.from_bytes(digest[:8], "big", signed=True)
 
 
-class ServerName(NamedTuple):
-    of: Callable[[str], str | int]  # what the backend asks its server for, for lock NAME
-    shown: str  # how `jobgen plan` shows it; {} is of(NAME)
+class ServerName(namedtuple("ServerName", "of shown")):
+    """of: Callable[[str], str | int], what the backend asks its server for, for lock
+    NAME; shown: how `jobgen plan` shows it, {} is of(NAME)."""
+
+    __slots__ = ()
 
     def show(self, name: str) -> str:
         return self.shown.format(self.of(name))

@@ -16,12 +16,13 @@ from __future__ import annotations
 from typing import NamedTuple
 
 from jobgen.contract import outcomes
+from jobgen.contract.locks import CLUSTER, HOST, UNIT  # the lock scopes' names
 
 
 
-# The overlap policies' and lock scopes' names, as the manifest spells them.
+# The overlap policies' names, as the manifest spells them (the lock scopes' names,
+# UNIT, HOST and CLUSTER, are the lock contract's).
 SKIP, WAIT, ALLOW, QUEUE = "skip", "wait", "allow", "queue"
-UNIT, HOST, CLUSTER = "unit", "host", "cluster"
 
 
 class OverlapPolicy(NamedTuple):

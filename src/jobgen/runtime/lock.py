@@ -40,9 +40,9 @@ import subprocess
 import sys
 import threading
 import time
-from typing import Mapping
+from collections.abc import Mapping
 
-from jobgen.contract import locks, policies
+from jobgen.contract import locks
 from jobgen.runtime import backends, tree
 from jobgen.runtime.backends import AuthFailed, ConfigError, LockError, ServerError, Unreachable
 
@@ -139,7 +139,7 @@ def _seconds(minimum: float, inclusive: bool = True):
 
 
 def _lock_name(text: str) -> str:
-    if problem := locks.name_problem(policies.CLUSTER, text):
+    if problem := locks.name_problem(locks.CLUSTER, text):
         raise argparse.ArgumentTypeError(problem)
     return text
 
@@ -173,10 +173,14 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
     options, command = argv[:cut], argv[cut + 1:]
     try:
         # Options first, so --help works without `--`; without `--`, a stray word is most
-        # likely the command, and "missing --" is the useful message.
-        args, _ = _parser().parse_known_args(options)
+        # likely the command, and "missing --" is the useful message. One parser, one
+        # pass: parse_args is parse_known_args plus the refusal of a stray word, and each
+        # parser built costs argparse's gettext look-ups on every run.
+        parser = _parser()
         if cut < len(argv):
-            args = _parser().parse_args(options)
+            args = parser.parse_args(options)
+        else:
+            args, _ = parser.parse_known_args(options)
     except argparse.ArgumentError as e:
         raise UsageError(str(e)) from None
     if cut == len(argv):
