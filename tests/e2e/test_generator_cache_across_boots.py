@@ -1,0 +1,79 @@
+"""The generator's compiled cache across reboots, on real systemd 252 and 257 (one
+persistent container each, hosts.py): the first boot with a manifest compiles, and its
+entry ends up in /var/cache/jobgen/generator; the next boot of the same disk is a hit.
+
+On 257 the generator runs with all but /run read-only, so it can only store into
+/run/jobgen-generator; the generated jobgen-generator-cache.path starts
+jobgen-generator-cache.service after local-fs.target, which moves the entry into
+/var/cache (host/genpersist.py). On 252 (in a container the root file system is writable
+when generators run) the generator stores into /var/cache itself, and the keeper has
+nothing to do.
+
+A hit is recognised by what it leaves: a miss always stores its entry (on 257 into /run,
+where the keeper would then run; on 252 renamed over the old one: a new inode), a hit
+stores nothing, so after the second boot the entry in /var/cache is the very file of the
+first (same inode, same mtime), /run/jobgen-generator holds no entry, and the keeper
+never started, while the units are loaded and the timer runs.
+"""
+
+from __future__ import annotations
+
+import pytest
+
+from jobgen.host import gencache, genpersist
+
+pytestmark = pytest.mark.e2e
+
+GENERATOR_LINK = "/etc/systemd/system-generators/jobgen-generator"
+IDENT = "jobgen-generator"
+MANIFEST = """\
+jobgen: 1
+jobs:
+  kept-tick:
+    command: [/bin/true]
+    schedule: daily
+"""
+KEPT_LINE = f"{IDENT}: compiled cache: 1 entry kept in {gencache.FOLDER}"
+
+
+def _entries(c) -> list[str]:
+    """Folder, inode, mode, owner and mtime of every cache entry (find -printf)."""
+    found = c.run("find", *gencache.FOLDERS, "-name", f"*{gencache.SUFFIX}", "-printf", "%h %i %m %u %T@\n", check=False).stdout
+    return sorted(found.splitlines())
+
+
+def _show(c, unit: str, *props: str) -> dict[str, str]:
+    out = c.systemctl("show", unit, *(f"--property={p}" for p in props)).stdout
+    return dict(line.split("=", 1) for line in out.splitlines() if "=" in line)
+
+
+def test_a_boot_after_the_first_is_served_from_the_compiled_cache(host):
+    host.boot()
+    host.install()
+    host.sh(f'mkdir -p {GENERATOR_LINK.rsplit("/", 1)[0]} && ln -sfn "$(command -v jobgen-generator)" {GENERATOR_LINK}')
+    host.c.write_file("/etc/jobgen/kept.yaml", MANIFEST)
+
+    # First boot with the manifest: the generator compiles (nothing cached yet).
+    c = host.reboot()
+    assert _show(c, "kept-tick.timer", "ActiveState")["ActiveState"] == "active"
+    [first] = host.wait(lambda: _entries(c), lambda found: len(found) == 1 and found[0].startswith(gencache.FOLDER + " "),
+                        f"the entry in {gencache.FOLDER}", timeout=90)
+    assert first.split()[2:4] == ["600", "root"], first
+    keeper = [e.get("MESSAGE") for e in host.journal(f"SYSLOG_IDENTIFIER={IDENT}", f"_SYSTEMD_UNIT={genpersist.SERVICE_UNIT}")]
+    if int(c.release) >= 257:
+        # Stored into /run by the sandboxed generator, moved by the keeper: one line.
+        assert keeper == [KEPT_LINE], keeper
+    else:
+        assert keeper == [], keeper  # stored into /var/cache by the generator itself
+    assert _show(c, genpersist.PATH_UNIT, "ActiveState")["ActiveState"] == "active"
+
+    # Second boot of the same disk: a hit.
+    c = host.reboot()
+    assert _show(c, "kept-tick.timer", "ActiveState")["ActiveState"] == "active"
+    assert _entries(c) == [first]  # not stored again: the same file, read
+    assert c.run("ls", "-A", gencache.RUN_FOLDER, check=False).stdout == ""  # no entry, no pending mark
+    service = _show(c, genpersist.SERVICE_UNIT, "ExecMainStartTimestampMonotonic", "ActiveState")
+    assert service == {"ExecMainStartTimestampMonotonic": "0", "ActiveState": "inactive"}, service
+    assert _show(c, genpersist.PATH_UNIT, "ActiveState")["ActiveState"] == "active"  # waiting, for a reload's miss
+    assert host.journal(f"SYSLOG_IDENTIFIER={IDENT}") == []
+    print(f"\nsystemd {c.release}: boot with a cache hit {c.boot_seconds:.1f} s")
