@@ -13,7 +13,8 @@ A hit is recognised by what it leaves: a miss always stores its entry (on 257 in
 where the keeper would then run; on 252 renamed over the old one: a new inode), a hit
 stores nothing, so after the second boot the entry in /var/cache is the very file of the
 first (same inode, same mtime), /run/jobgen-generator holds no entry, and the keeper
-never started, while the units are loaded and the timer runs.
+never started, while the units are loaded and the timer runs. A manifest edited after
+that boot is a miss at daemon-reload, and its entry is kept in /var/cache as well.
 """
 
 from __future__ import annotations
@@ -77,3 +78,15 @@ def test_a_boot_after_the_first_is_served_from_the_compiled_cache(host):
     assert _show(c, genpersist.PATH_UNIT, "ActiveState")["ActiveState"] == "active"  # waiting, for a reload's miss
     assert host.journal(f"SYSLOG_IDENTIFIER={IDENT}") == []
     print(f"\nsystemd {c.release}: boot with a cache hit {c.boot_seconds:.1f} s")
+
+    # An edited manifest at runtime: the reload's miss is kept too (on 257 by the path unit
+    # that has waited since the boot; systemd starts no unit a reload generates).
+    c.write_file("/etc/jobgen/kept.yaml", MANIFEST.replace("daily", "weekly"))
+    c.systemctl("daemon-reload")
+    found = host.wait(lambda: _entries(c), lambda found: len(found) == 2 and all(f.startswith(gencache.FOLDER + " ") for f in found),
+                      f"the reload's entry in {gencache.FOLDER}", timeout=90)
+    assert first in found
+    if int(c.release) >= 257:
+        host.wait(lambda: [e.get("MESSAGE") for e in host.journal(f"SYSLOG_IDENTIFIER={IDENT}")],
+                  lambda said: said == [KEPT_LINE], "the keeper's line")
+    assert c.run("ls", "-A", gencache.RUN_FOLDER, check=False).stdout == ""

@@ -23,7 +23,9 @@ skipped, never a failed generator.
 
 A run whose inputs (manifests, jobgen's code, the running systemd, the arguments) are
 those of an earlier complete run writes what that run wrote, from its compiled cache
-entry, without loading the compiler (host/gencache.py).
+entry, without loading the compiler (host/gencache.py). An entry it could store only in
+/run is moved into /var/cache after local-fs.target by a unit pair it writes beside the
+others, which runs `jobgen-generator --persist-cache` (host/genpersist.py).
 
 It never stalls the boot: each manifest's units are written as soon as it compiles, and
 at its deadline (host/generator.py DEADLINE_SEC, a third of the 90 s systemd gives all

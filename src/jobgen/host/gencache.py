@@ -42,7 +42,10 @@ separated, names others; empty turns the cache off):
    /proc, /dev/shm and /sys remounted read-only (src/core/manager.c
    manager_execute_generators(), remount_ro; 252 does not): there a generator cannot write
    /var/cache, and its entry goes here, so every daemon-reload after the first of a boot
-   is a hit.
+   is a hit. Beside such an entry the run leaves PENDING, and the generated
+   jobgen-generator-cache.path/.service pair moves the entry into FOLDER after
+   local-fs.target, so the next boot is a hit too (host/genpersist.py: lookup() reads
+   it, put() writes it, by the rules here).
 
 Two writers (two generators, a generator and a test) write under temporary names and
 rename into place: a reader sees a whole entry or none. Entries beyond KEEP, the oldest
