@@ -107,7 +107,10 @@ def _marks(path: str) -> str:
         st = os.stat(path, follow_symlinks=False)
     except OSError as exc:
         return f"{path} -{exc.errno}"
-    return f"{path} {st.st_mode:o} {st.st_size} {st.st_mtime_ns} {st.st_ino} {st.st_dev}"
+    # No st_dev: a file system's device number is handed out at mount time for overlayfs,
+    # tmpfs and btrfs subvolumes (anonymous devices, the lowest free number), so it may
+    # differ from one boot to the next and make every boot a miss.
+    return f"{path} {st.st_mode:o} {st.st_size} {st.st_mtime_ns} {st.st_ino}"
 
 
 def _tree(top: str, out: list[str]) -> None:
