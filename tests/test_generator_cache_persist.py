@@ -250,3 +250,19 @@ def test_no_pair_for_a_path_that_would_need_quoting() -> None:
     assert genpersist.units("/opt/my jobgen/bin/jobgen-generator", gencache.FOLDERS, "jobgen-generator") is None
     assert genpersist.units("/usr/bin/jobgen-generator", ("/var/cache/x%n", "/run/x"), "jobgen-generator") is None
     assert genpersist.units("/usr/bin/jobgen-generator", ("/var/cache/x",), "jobgen-generator") is None
+
+
+def test_on_the_journal_s_stream_the_line_carries_its_priority(tmp_path: Path) -> None:
+    # systemd sets $JOURNAL_STREAM for a service whose stderr is the journal: "<4>" makes
+    # the line a warning there (SyslogLevelPrefix=), "<6>" an info line.
+    disk = Disk(tmp_path)
+    disk.run_dir.mkdir(mode=0o777)
+    disk.run_dir.chmod(0o777)
+    argv = [str(GENERATOR), "--persist-cache", str(disk.into), str(disk.run_dir)]
+    r = subprocess.run(argv, capture_output=True, text=True, env={"PATH": os.environ["PATH"], "JOURNAL_STREAM": "8:1"}, timeout=60)
+    assert r.stderr.startswith("<4>jobgen-generator: compiled cache: 0 entries kept"), r.stderr
+    disk.run_dir.chmod(0o700)
+    disk.mount_var()
+    gencache.store(str(disk.run_dir), KEY, gencache.Entry({"a.service": b"x"}, {}, []))
+    r = subprocess.run(argv, capture_output=True, text=True, env={"PATH": os.environ["PATH"], "JOURNAL_STREAM": "8:1"}, timeout=60)
+    assert r.stderr == "<6>" + line(f"1 entry kept in {disk.into}")

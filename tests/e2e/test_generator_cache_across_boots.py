@@ -90,3 +90,13 @@ def test_a_boot_after_the_first_is_served_from_the_compiled_cache(host):
         host.wait(lambda: [e.get("MESSAGE") for e in host.journal(f"SYSLOG_IDENTIFIER={IDENT}")],
                   lambda said: said == [KEPT_LINE], "the keeper's line")
     assert c.run("ls", "-A", gencache.RUN_FOLDER, check=False).stdout == ""
+
+    # Reloads in a row, each a miss: one start of the keeper each, more than the default
+    # start limit allows (5 in 10 s); the path unit keeps waiting and every entry is kept.
+    for hours in range(1, 8):
+        c.write_file("/etc/jobgen/kept.yaml", MANIFEST.replace("daily", f"{{every: {hours}h}}"))
+        c.systemctl("daemon-reload")
+    host.wait(lambda: (_entries(c), c.run("ls", "-A", gencache.RUN_FOLDER, check=False).stdout),
+              lambda seen: len(seen[0]) == gencache.KEEP and seen[1] == "", f"{gencache.KEEP} entries kept, none left in /run")
+    path = _show(c, genpersist.PATH_UNIT, "ActiveState", "Result")
+    assert path == {"ActiveState": "active", "Result": "success"}, path

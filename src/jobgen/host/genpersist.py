@@ -87,6 +87,11 @@ def units(program: str, folders: tuple[str, ...], ident: str) -> gencache.Entry 
         # The first folder's file system must be there (a separate /var mounts by then).
         "After=local-fs.target",
         f"RequiresMountsFor={into}",
+        # One start per stored entry (the mark is taken first), so reloads in a row may start
+        # it more often than the default start limit (5 in 10 s, systemd-system.conf(5)),
+        # which would fail the path unit. Were the mark never taken (the program gone), the
+        # path unit's own trigger limit (TriggerLimitBurst=, 250+) stops it.
+        "StartLimitIntervalSec=0",
         "",
         "[Service]",
         "Type=oneshot",
