@@ -28,8 +28,10 @@ EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
 # What a hit must not load: the compiler and everything it stands on.
 COMPILING = ("jinja2", "yaml", "packaging", "typer", "click", "jobgen.compiler", "jobgen.host.generator",
              "jobgen.contract", "jobgen.runtime")
-# The folder rule both caches share: standard library only (compiler/__init__ is a docstring).
-SHARED_RULE = ("jobgen.compiler", "jobgen.compiler.trust")
+# The folder rule both caches share: standard library only (compiler/__init__ is a docstring);
+# and the first line of generated files (compiler/header.py, constants), which the unit pair
+# that keeps entries across boots starts with (host/genpersist.py).
+SHARED_RULE = ("jobgen.compiler", "jobgen.compiler.trust", "jobgen.compiler.header")
 
 
 def job(name: str, command: str = "/bin/true", target: str = '"252"') -> str:

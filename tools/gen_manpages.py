@@ -121,7 +121,10 @@ def jobgen_generator_8() -> str:
 
     etc, usr = MANIFEST_DIRS
     out = _head(IDENT, 8, "System Administration", "turn jobgen manifests into systemd units at boot and daemon-reload")
-    out += [".SH SYNOPSIS", f".B {opt(IDENT)}", ".I NORMAL_DIR", "[\\fIEARLY_DIR LATE_DIR\\fR]"]
+    from jobgen.host import genpersist
+
+    out += [".SH SYNOPSIS", f".B {opt(IDENT)}", ".I NORMAL_DIR", "[\\fIEARLY_DIR LATE_DIR\\fR]", ".br",
+            f".B {opt(IDENT)} {opt(genpersist.OPTION)}", "[\\fIINTO FROM\\fR...]"]
     out += [".SH DESCRIPTION",
             esc(f"{IDENT} is a systemd generator (systemd.generator(7)): systemd runs it at boot and at every "
                 f"systemctl daemon-reload, before any unit is loaded. Every *.yaml manifest in {', '.join(MANIFEST_DIRS)} "
@@ -137,6 +140,7 @@ def jobgen_generator_8() -> str:
     out += [".SH FILES"]
     out += _tp(f"\\fI{esc(etc)}/*.yaml\\fR", "the administrator's manifests")
     out += _tp(f"\\fI{esc(usr)}/*.yaml\\fR", "manifests installed by packages")
+    from jobgen.host import gencache
     from jobgen.host.gencache import FOLDER, FOLDER_ENV, RUN_FOLDER
 
     out += _tp(f"\\fI{esc(FOLDER)}\\fR, \\fI{esc(RUN_FOLDER)}\\fR",
@@ -144,6 +148,12 @@ def jobgen_generator_8() -> str:
                    "writes what that run wrote without compiling. The first survives reboots; the second is written "
                    f"where the first cannot be (systemd 257 runs generators with all but /run read-only). {FOLDER_ENV} "
                    "names other folders (colon-separated); empty turns the cache off. Deleting them is always safe."))
+    out += _tp(f"\\fI{esc(genpersist.PATH_UNIT)}\\fR, \\fI{esc(genpersist.SERVICE_UNIT)}\\fR",
+               esc(f"written beside the manifests' units whenever the cache has both folders: when a run could store its "
+                   f"entry only in {RUN_FOLDER} it leaves {gencache.PENDING} there, and the path unit starts the service, "
+                   f"which runs {IDENT} {genpersist.OPTION} after local-fs.target: every entry of {RUN_FOLDER} the "
+                   f"generator itself would use is moved into {FOLDER} (INTO and FROM name other folders), so the next "
+                   "boot is a hit. It logs one line and always exits 0; an entry it cannot keep stays where it was."))
     out += [".SH SEE ALSO", "jobgen(1), jobgen.yaml(5), systemd.generator(7), systemctl(1)"]
     return "\n".join(out) + "\n"
 

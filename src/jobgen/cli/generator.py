@@ -23,7 +23,9 @@ skipped, never a failed generator.
 
 A run whose inputs (manifests, jobgen's code, the running systemd, the arguments) are
 those of an earlier complete run writes what that run wrote, from its compiled cache
-entry, without loading the compiler (host/gencache.py).
+entry, without loading the compiler (host/gencache.py). An entry it could store only in
+/run is moved into /var/cache after local-fs.target by a unit pair it writes beside the
+others, which runs `jobgen-generator --persist-cache` (host/genpersist.py).
 
 It never stalls the boot: each manifest's units are written as soon as it compiles, and
 at its deadline (host/generator.py DEADLINE_SEC, a third of the 90 s systemd gives all
@@ -117,12 +119,14 @@ def _run_by_systemd(env: dict[str, str]) -> bool:
 def run(argv: list[str], env: dict[str, str]) -> int:
     # systemd passes one folder or three (systemd.generator(7)); a person may ask for help.
     if argv in (["--help"], ["-h"]):
-        print(USAGE)
+        print(_usage())
         return 0
+    if argv and argv[0].startswith("--") and argv[0] == _persist_option():
+        return persist(argv[1:], env)
     if len(argv) not in (1, 3) or argv[0].startswith("-"):
         from jobgen.cli.exits import EXIT_INVALID
 
-        print(USAGE, file=sys.stderr)
+        print(_usage(), file=sys.stderr)
         return EXIT_INVALID
     # Jobs belong to the booted system: nothing in the initrd, nothing for a user manager.
     if env.get("SYSTEMD_IN_INITRD") == "1" or env.get("SYSTEMD_SCOPE") == "user":
@@ -141,6 +145,7 @@ def run(argv: list[str], env: dict[str, str]) -> int:
     if (entry := cache.lookup()) is not None:
         try:
             gencache.write(normal, entry)
+            cache.write_keeper(normal)
         except OSError as exc:
             log("error", f"{IDENT}: cannot write into {normal}: {exc}")
             return EXIT_CANNOT_WRITE
@@ -162,6 +167,7 @@ def run(argv: list[str], env: dict[str, str]) -> int:
         with alarm:
             outcome = generator.generate(manifests, normal, cache.running[0], holder=running_jobgen(sys.argv[0]),
                                          emit=emit, deadline=alarm.deadline)
+        cache.write_keeper(normal)
     except OSError as exc:
         log("error", f"{IDENT}: cannot write into {normal}: {exc}")
         return EXIT_CANNOT_WRITE
@@ -179,6 +185,42 @@ def run(argv: list[str], env: dict[str, str]) -> int:
         # reported with its positions) at every run until it is fixed.
         cache.store(gencache.Entry(outcome.files, outcome.links, lines))
     return _boot_report(log, normal)
+
+
+def _persist_option() -> str:
+    from jobgen.host import genpersist  # only when systemd or a person passes an option
+
+    return genpersist.OPTION
+
+
+def _usage() -> str:
+    from jobgen.host import genpersist
+
+    return (f"{USAGE}\n       {IDENT} {genpersist.OPTION} [INTO FROM...]  (what {genpersist.SERVICE_UNIT} runs: "
+            f"entries in FROM, by default {' '.join(genpersist.gencache.FOLDERS[1:])}, kept in INTO, by default "
+            f"{genpersist.gencache.FOLDER})")
+
+
+def persist(args: list[str], env: dict[str, str]) -> int:
+    """`jobgen-generator --persist-cache [INTO FROM...]`, run by the generated
+    jobgen-generator-cache.service (host/genpersist.py): one line, exit 0 whatever happened
+    to the cache; a usage error is the only failure."""
+    from jobgen.host import gencache, genpersist
+
+    if len(args) == 1 or not all(os.path.isabs(a) for a in args):
+        from jobgen.cli.exits import EXIT_INVALID
+
+        print(_usage(), file=sys.stderr)
+        return EXIT_INVALID
+    folders = tuple(args) if args else gencache.FOLDERS
+    said = genpersist.persist(folders[0], folders[1:])
+    if said is not None:
+        severity, text = said
+        # On the journal's stream (systemd sets $JOURNAL_STREAM) a "<N>" prefix is the
+        # line's priority (SyslogLevelPrefix=, on by default, systemd.exec(5)).
+        prefix = f"<{PRIORITY[severity]}>" if env.get("JOURNAL_STREAM") else ""
+        print(f"{prefix}{IDENT}: {text}", file=sys.stderr, flush=True)
+    return 0
 
 
 def _boot_report(log: Log, normal: str) -> int:
@@ -235,9 +277,23 @@ class _Cache:
         # new, so it is kept under neither.
         if self.key is None or gencache.key(*self._inputs, code=self._code) != self.key:
             return
-        for where in self.folders:
+        for n, where in enumerate(self.folders):
             if gencache.store(where, self.key, entry):
+                if n:  # not where it survives a reboot: the keeper's path unit moves it there
+                    gencache.mark_pending(where)
                 return
+
+    def write_keeper(self, normal: str) -> None:
+        """The unit pair that moves entries of the later folders into the first, once that
+        can be written (host/genpersist.py); on a hit as on a miss, so that a path unit
+        waits from the boot on. Raises OSError."""
+        if len(self.folders) < 2:
+            return
+        from jobgen.host import gencache, genpersist
+
+        program = os.path.realpath(sys.argv[0]) if os.path.isabs(sys.argv[0]) else ""
+        if (pair := genpersist.units(program, self.folders, IDENT)) is not None:
+            gencache.write(normal, pair)
 
 
 def _deadline(env: dict[str, str]) -> float:

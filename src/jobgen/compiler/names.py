@@ -115,7 +115,8 @@ SYSTEM_UNITS: dict[str, str] = {
         "tmp.mount", "tpm2.target", "user-runtime-dir@.service", "user@.service", "x11-common.service",
     ), _SYSTEMD),
     # Units jobgen-generator writes beside the manifests' units (host/generator.py).
-    **dict.fromkeys(("jobgen-locks.service", "jobgen-generator-report.service"), "written by jobgen-generator"),
+    **dict.fromkeys(("jobgen-locks.service", "jobgen-generator-report.service", "jobgen-generator-cache.path",
+                     "jobgen-generator-cache.service"), "written by jobgen-generator"),
     # Units of Debian packages found on servers (Debian 12 and 13), and of the minimal
     # system itself (apt, dpkg, e2fsprogs, util-linux, man-db, logrotate, cron).
     **{u: _DEBIAN.format(pkg) for pkg, units in (

@@ -42,7 +42,10 @@ separated, names others; empty turns the cache off):
    /proc, /dev/shm and /sys remounted read-only (src/core/manager.c
    manager_execute_generators(), remount_ro; 252 does not): there a generator cannot write
    /var/cache, and its entry goes here, so every daemon-reload after the first of a boot
-   is a hit.
+   is a hit. Beside such an entry the run leaves PENDING, and the generated
+   jobgen-generator-cache.path/.service pair moves the entry into FOLDER after
+   local-fs.target, so the next boot is a hit too (host/genpersist.py: lookup() reads
+   it, put() writes it, by the rules here).
 
 Two writers (two generators, a generator and a test) write under temporary names and
 rename into place: a reader sees a whole entry or none. Entries beyond KEEP, the oldest
@@ -74,6 +77,9 @@ FOLDER_ENV = "JOBGEN_GENERATOR_CACHE"  # colon-separated folders instead; empty:
 MADE = 2  # trailing folders a run may create: jobgen/generator, never /var/cache itself
 KEEP = 8  # entries kept, the newest
 SUFFIX = ".entry"
+# Left beside an entry stored in a folder after the first (no SUFFIX: never an entry):
+# the generated jobgen-generator-cache.path starts the run that keeps it in FOLDER.
+PENDING = "pending"
 MAGIC = b"jobgen-generator-cache 1"
 ENTRY_MAX = 256 * 1024 * 1024  # larger is not an entry this program wrote: a miss
 # Read for the key; larger than compiler/limits.py MANIFEST_BYTES, so too large a
@@ -101,7 +107,10 @@ def _marks(path: str) -> str:
         st = os.stat(path, follow_symlinks=False)
     except OSError as exc:
         return f"{path} -{exc.errno}"
-    return f"{path} {st.st_mode:o} {st.st_size} {st.st_mtime_ns} {st.st_ino} {st.st_dev}"
+    # No st_dev: a file system's device number is handed out at mount time for overlayfs,
+    # tmpfs and btrfs subvolumes (anonymous devices, the lowest free number), so it may
+    # differ from one boot to the next and make every boot a miss.
+    return f"{path} {st.st_mode:o} {st.st_size} {st.st_mtime_ns} {st.st_ino}"
 
 
 def _tree(top: str, out: list[str]) -> None:
@@ -312,15 +321,19 @@ def serialize(wanted: str, entry: Entry) -> bytes:
 def store(where: str, wanted: str, entry: Entry) -> bool:
     """Write the entry (temporary name, fsync, rename), then keep the KEEP newest. Whether
     it was stored: failing to (read-only, not mounted, not ours) is not an error."""
-    data = serialize(wanted, entry)
     try:
-        parse(data, wanted, "new entry")  # never store what lookup would refuse
-    except Untrusted:
-        return False
-    try:
-        dir_fd = open_folder(where, create=True)
+        put(where, wanted, entry)
+        return True
     except (OSError, Untrusted):
         return False
+
+
+def put(where: str, wanted: str, entry: Entry) -> None:
+    """store(), saying why not: raises OSError (read-only, full, not mounted) or Untrusted
+    (the folder, or an entry lookup would refuse). Nothing half-written stays behind."""
+    data = serialize(wanted, entry)
+    parse(data, wanted, "new entry")  # never store what lookup would refuse
+    dir_fd = open_folder(where, create=True)
     tmp = f".tmp.{os.urandom(8).hex()}"
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
@@ -333,13 +346,12 @@ def store(where: str, wanted: str, entry: Entry) -> bool:
             os.close(fd)
         os.replace(tmp, wanted + SUFFIX, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
         _trim(dir_fd)
-        return True
     except OSError:
         try:
             os.unlink(tmp, dir_fd=dir_fd)
         except OSError:
             pass
-        return False
+        raise
     finally:
         os.close(dir_fd)
 
@@ -353,6 +365,48 @@ def _trim(dir_fd: int) -> None:
             os.unlink(name, dir_fd=dir_fd)
         except OSError:
             pass
+
+
+# --------------------------------------------------------------------------- kept across boots
+
+def mark_pending(where: str) -> None:
+    """Leave PENDING beside an entry stored in a later folder: what the generated
+    jobgen-generator-cache.path waits for (host/genpersist.py). Failing to is a lost
+    chance to keep the entry, not an error."""
+    try:
+        dir_fd = open_folder(where, create=False)
+    except (OSError, Untrusted):
+        return
+    try:
+        os.close(os.open(PENDING, os.O_WRONLY | os.O_CREAT | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC, 0o600, dir_fd=dir_fd))
+    except OSError:
+        pass
+    finally:
+        os.close(dir_fd)
+
+
+def take_pending(dir_fd: int) -> None:
+    """Remove PENDING (none is fine): done first by the persisting run, so whatever it
+    finds next, the path unit does not start it again for the same entries."""
+    try:
+        os.unlink(PENDING, dir_fd=dir_fd)
+    except FileNotFoundError:
+        pass
+
+
+def keys(dir_fd: int) -> list[str]:
+    """The keys of the folder's entries by their names (KEY.entry, KEY a sha256 in hex),
+    oldest first; lookup() checks each."""
+    found = []
+    with os.scandir(dir_fd) as it:
+        for e in it:
+            wanted = e.name[: -len(SUFFIX)]
+            if e.name.endswith(SUFFIX) and len(wanted) == 64 and all(c in "0123456789abcdef" for c in wanted):
+                try:
+                    found.append((e.stat(follow_symlinks=False).st_mtime_ns, wanted))
+                except OSError:
+                    continue  # gone since
+    return [wanted for _, wanted in sorted(found)]
 
 
 # --------------------------------------------------------------------------- a hit

@@ -49,7 +49,7 @@ from jobgen.compiler import header
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.notify import MAIL_TEMPLATE
 # Where manifests are read (re-exported: MANIFEST_DIRS, MANIFEST_DIRS_ENV, manifest_dirs).
-from jobgen.host import sources
+from jobgen.host import genpersist, sources
 from jobgen.host.sources import MANIFEST_DIRS, MANIFEST_DIRS_ENV, MANIFEST_SUFFIX, is_manifest_name, manifest_dirs  # noqa: F401
 
 if TYPE_CHECKING:
@@ -158,7 +158,7 @@ def _clashes(compiled: _Compiled, taken: dict[str, str]) -> list[Diagnostic]:
     for name in sorted(compiled.units):
         pos = compiled.owners.get(name, Pos(compiled.path, 1, 1))
         stem = name.rsplit(".", 1)[0].rstrip("@")
-        if name in (LOCKS_UNIT, REPORT_UNIT):
+        if name in (LOCKS_UNIT, REPORT_UNIT, *genpersist.UNITS):
             problems.append(Diagnostic(pos, ERROR, f"'{stem}': the name {name} is taken by a unit of jobgen-generator's own; rename it"))
         elif name in taken and name != MAIL_TEMPLATE:  # the mail template is shared: the same unit from any manifest
             problems.append(Diagnostic(pos, ERROR, f"'{stem}': {name} is also generated from {taken[name]}; unit names must be unique across all manifests; rename one"))
