@@ -1102,6 +1102,12 @@ def _calendar_searches(tree: Map, jobs: tuple[Job, ...], p: _Problems) -> None:
     for job in jobs:
         if job.schedule.kind != "calendar" or not job.schedule.calendar:
             continue
+        found = timespec.search(timespec.parse_calendar(job.schedule.calendar), budget)
+        if found.spent == "manifest":
+            unchecked.append(job)
+            continue
+        if not (found.never or found.loop is not None or found.spent == "expression"):
+            continue  # nothing to say: the expression and its place are not needed
         node = section.get(job.name) if isinstance(section, Map) else None
         node = node.get("schedule") if isinstance(node, Map) else None
         if isinstance(node, Map):  # schedule: {calendar: ...}
@@ -1109,10 +1115,7 @@ def _calendar_searches(tree: Map, jobs: tuple[Job, ...], p: _Problems) -> None:
         written = node.value if isinstance(node, Scalar) else job.schedule.calendar
         pos = node.pos if node is not None else job.where("schedule")
         what = f"job '{job.name}': 'schedule'"
-        found = timespec.search(timespec.parse_calendar(job.schedule.calendar), budget)
-        if found.spent == "manifest":
-            unchecked.append(job)
-        elif found.never:
+        if found.never:
             # A date no year has (Feb 30, Apr 31): systemd accepts it and the timer never fires.
             p.error(pos, f"{what}: calendar expression '{written}' never elapses: no date from {timespec.MIN_YEAR} to "
                          f"{timespec.MAX_YEAR} matches it (systemd would accept it and never run the job)")
