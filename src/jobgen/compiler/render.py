@@ -17,13 +17,38 @@ from jobgen.compiler import escape, header, precompiled
 from jobgen.compiler.plan import Env, Exec, Plan, Raw, UnitFile
 from jobgen.compiler.resources import compiled_dir, template_dir
 
-@lru_cache(maxsize=4096)
+# The filter's answers: (section, directive and the value's own fields) -> the text.
+_ESCAPED: dict[tuple, str] = {}
+_ESCAPED_MAX = 4096  # then emptied: a bound on memory, not on correctness
+
+
 def _value(value: Exec | Env | Raw, section: str, directive: str) -> str:
     """The text after ``directive=``, escaped by that directive's rules (escape.py).
 
     Cached: the values are frozen, and most recur in every job of a manifest (the
     outcome reporter, the overrun check, hardening), so each is escaped once per
-    process, not once per unit; the few thousand most recent are kept."""
+    process, not once per unit. The key is made of the value's fields, not the value:
+    an lru_cache keyed on the dataclass called its __hash__ and __eq__ in Python for
+    every line of every unit, 45% of the time rendering 1,000 jobs took."""
+    kind = type(value)
+    if kind is Raw:
+        key: tuple = (section, directive, value.text, value.specifiers)
+    elif kind is Exec:
+        key = (section, directive, value.argv, value.prefix, Exec)
+    elif kind is Env:
+        key = (section, directive, value.name, value.value, Env)
+    else:
+        return _escaped(value, section, directive)
+    text = _ESCAPED.get(key)
+    if text is None:
+        text = _escaped(value, section, directive)
+        if len(_ESCAPED) >= _ESCAPED_MAX:
+            _ESCAPED.clear()
+        _ESCAPED[key] = text
+    return text
+
+
+def _escaped(value: Exec | Env | Raw, section: str, directive: str) -> str:
     if isinstance(value, Exec):
         escape.require_expansion(section, directive)
         return escape.exec_line(value.argv, value.prefix)

@@ -23,7 +23,7 @@ from typing import Any, Callable
 
 from jobgen.compiler import cron, limits, names, notify, shellwords, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
-from jobgen.compiler.escape import CONTROL, SURROGATE
+from jobgen.compiler.escape import SURROGATE, search_control
 from jobgen.compiler.hardening import HARDENING
 from jobgen.compiler.load import Map, Node, Scalar, Seq
 from jobgen.compiler.model import (
@@ -88,7 +88,7 @@ def control_problem(value: str) -> str | None:
     A newline or other control character would end the directive and let the rest of
     the value become a directive of its own (systemd.syntax(7)).
     """
-    m = CONTROL.search(value)
+    m = search_control(value)
     if m is None:
         return None
     ch = m.group()
