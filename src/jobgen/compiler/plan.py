@@ -442,6 +442,7 @@ class _Context:
         ]
 
 
+@functools.lru_cache(maxsize=1024)  # a Raw is frozen: jobs share their few time spans (AccuracySec=1s...)
 def _span(usec: int) -> Raw:
     return Raw(timespec.format_timespan(usec))
 

@@ -58,6 +58,26 @@ def _escaped(value: Exec | Env | Raw, section: str, directive: str) -> str:
     return escape.setting(section, directive, value.text, own_specifiers=value.specifiers)
 
 
+class _Environment(jinja2.Environment):
+    """Templates kept by name for the process: every service and timer extends unit.j2,
+    and jinja2 looked that layout up again for each file rendered (a weak reference and
+    its locked LRU cache, in Python). Nothing is reloaded here anyway (auto_reload off)."""
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self._kept: dict[str, jinja2.Template] = {}
+
+    def get_template(self, name, parent=None, globals=None):  # noqa: A002 - jinja2's signature
+        if globals is not None or not isinstance(name, str):
+            return super().get_template(name, parent, globals)
+        if parent is not None:
+            name = self.join_path(name, parent)
+        template = self._kept.get(name)
+        if template is None:
+            template = self._kept[name] = super().get_template(name)
+        return template
+
+
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     # The modules the wheel carries, compiled from these very templates by this jinja2
@@ -65,7 +85,7 @@ def _environment() -> jinja2.Environment:
     loader = precompiled.loader(template_dir(), compiled_dir())
     if loader is None:
         loader = jinja2.FileSystemLoader(str(template_dir()))
-    env = jinja2.Environment(loader=loader, **precompiled.options(jinja2))
+    env = _Environment(loader=loader, **precompiled.options(jinja2))
     env.filters["value"] = _value
     return env
 
