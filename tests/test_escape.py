@@ -340,3 +340,20 @@ def test_lone_surrogate_in_command_is_a_positioned_error(tmp_path):
     with pytest.raises(ManifestError) as error:
         pipeline.build(str(tmp_path / "surrogate.yaml"), text=text)
     assert [(d.pos.line, d.severity) for d in error.value.diagnostics] == [(4, "error")]
+
+
+@pytest.mark.parametrize("text", [
+    "", "plain ascii", "tab\there", "del\x7f", "caf\u00e9\u0085", "line\u2028sep", "\ufdd0", "\uffff", "emoji \U0001f600 ok",
+    "emoji \U0001f600 then \x01", "\U0001fffe first", "\U0010ffff", "\u00e9 before \U0002fffe after \n",
+])
+def test_search_control_finds_what_control_finds_first(text):
+    """search_control: CONTROL's first match, the BMP class alone where no character lies beyond it."""
+    expected, got = escape.CONTROL.search(text), escape.search_control(text)
+    assert (got and (got.start(), got.group())) == (expected and (expected.start(), expected.group()))
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.text(st.characters(exclude_categories=[]), max_size=8))
+def test_search_control_agrees_with_control_on_any_text(text):
+    expected, got = escape.CONTROL.search(text), escape.search_control(text)
+    assert (got and (got.start(), got.group())) == (expected and (expected.start(), expected.group()))

@@ -121,6 +121,20 @@ def test_positions_point_at_keys_and_values() -> None:
     assert (job.get("timeout").pos.line, job.get("timeout").pos.col) == (3, 14)
 
 
+def test_get_answers_as_the_items_read_in_order_do() -> None:
+    """get looks a key up in the index the reader makes (one step per job, not a scan of
+    every job): the same answer as the first matching item, also for a mapping made
+    without the index."""
+    tree = load.load_text("b: 1\na: 2\nb: 3\nc: {}\n", "m.yaml")
+    first = {}
+    for key, value in tree.items:
+        first.setdefault(key.value, value)
+    plain = load.Map(tree.items, tree.pos)
+    for name in ("a", "b", "c", "missing"):
+        assert tree.get(name) is first.get(name) and plain.get(name) is first.get(name)
+    assert tree.get("b").value == "1"
+
+
 # --------------------------------------------------------------------------- read past, report later
 
 

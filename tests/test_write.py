@@ -529,6 +529,24 @@ def test_one_syncfs_before_the_commit_point_then_one_fsync_per_touched_folder(tm
     assert {c.action for c in changes} == {"identical"} and events == []
 
 
+def test_compare_lists_each_folder_once_and_looks_only_at_the_files_there(tmp_path: Path, monkeypatch) -> None:
+    """A file not in its folder's listing is a create without an lstat of its own; one
+    that is there is read and judged as before (identical, update, masked)."""
+    out = tmp_path / "out"
+    (out / "tmpfiles.d").mkdir(parents=True)
+    (out / "u0.service").write_bytes(b"x\n")
+    (out / "u1.service").write_bytes(b"old\n")
+    (out / "u2.service").symlink_to("/dev/null")
+    looked: list[str] = []
+    real_lstat = write.os.lstat
+    monkeypatch.setattr(write.os, "lstat", lambda path: (looked.append(os.path.basename(path)), real_lstat(path))[1])
+    changes = {c.path: c.action for c in write.compare(out, FILES)}
+    assert sorted(name for name in looked if name in {Path(rel).name for rel in FILES}) == ["u0.service", "u1.service", "u2.service"]
+    assert changes == {"u0.service": "identical", "u1.service": "update", "u2.service": "masked"} | {
+        f"u{i}.service": "create" for i in range(3, 10)} | {"tmpfiles.d/t.conf": "create"}
+    assert {c.action for c in write.compare(tmp_path / "missing", FILES)} == {"create"}
+
+
 def test_without_syncfs_every_file_is_fsynced_after_all_are_written(tmp_path: Path, monkeypatch) -> None:
     """A C library without syncfs(2): each temporary file, then its folders, before the commit."""
     events: list[str] = []

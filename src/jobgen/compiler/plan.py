@@ -271,10 +271,10 @@ class _Unit:
     def __init__(self, ctx: "_Context", filename: str, kind: str):
         self.ctx, self.filename, self.kind = ctx, filename, kind
         self.sections: dict[str, list[tuple[str, Value]]] = {}
-        self.written: dict[str, str] = {}  # directive -> _text of its last value (value gates read it)
+        self.last: dict[str, Value] = {}  # directive -> its last value (value gates read its _text)
 
     def supported(self, section: str, key: str, pos: Pos, feature: str) -> bool:
-        reason = self.ctx.target.lacking(section, key)
+        reason = self.ctx.lacking(section, key)
         if reason is None:
             return True
         fallback = FALLBACKS.get((section, key))
@@ -287,7 +287,7 @@ class _Unit:
     def _gated(self, section: str, key: str, value: Value, pos: Pos, feature: str) -> Value | None:
         if not self.ctx.target.value_gates_lacked(section, key):
             return value  # no value of this directive is gated for this target
-        for gate, reason in self.ctx.target.lacking_values(section, key, _text(value), self.written):
+        for gate, reason in self.ctx.target.lacking_values(section, key, _text(value), _Texts(self.last)):
             instead = VALUE_FALLBACKS.get((section, key, gate.value))
             if instead is None:
                 self.ctx.error(pos, f"{self.ctx.what}: '{feature}' {reason}")
@@ -299,8 +299,8 @@ class _Unit:
     def set(self, section: str, key: str, value: Value, pos: Pos | None = None, feature: str | None = None) -> Value | None:
         """Write ``key=value`` if the target has both; returns what was written (a
         fallback value, or None when nothing was)."""
-        if _open(self.ctx.target, section, key):
-            self._store(section, ((key, value),), {key: _text(value)})
+        if self.ctx.open(section, key):
+            self._store(section, ((key, value),))
             return value
         if (section, key) not in _EMITTED:
             raise ValueError(f"[{section}] {key}= is not in plan.EMITTED")  # a jobgen bug
@@ -309,20 +309,19 @@ class _Unit:
             return None
         gated = self._gated(section, key, value, pos, feature)
         if gated is not None:
-            self._store(section, ((key, gated),), {key: _text(gated)})
+            self._store(section, ((key, gated),))
         return gated
 
-    def _store(self, section: str, rows: tuple[tuple[str, Value], ...], texts: dict[str, str]) -> None:
-        """The one place directives are stored: only what came through ``set``.
-        ``texts``: directive -> _text of its last value in ``rows``."""
+    def _store(self, section: str, rows: tuple[tuple[str, Value], ...]) -> None:
+        """The one place directives are stored: only what came through ``set``."""
         self.sections.setdefault(section, []).extend(rows)
-        self.written.update(texts)
+        self.last.update(rows)
 
     def set_block(self, block: "_Block", pos: Pos) -> None:
         """Write a block worked out once for the target (``_block``): its rows as they
         came through ``set``, its notes at ``pos``, as ``set`` row by row would have."""
-        for section, rows, texts in block.sections:
-            self._store(section, rows, texts)
+        for section, rows in block.sections:
+            self._store(section, rows)
         for message in block.notes:
             self.ctx.note(pos, message)
 
@@ -330,6 +329,23 @@ class _Unit:
         order = ("Unit", "Service", "Timer", "Path", "Install")
         sections = tuple((s, tuple(self.sections[s])) for s in order if s in self.sections)
         return UnitFile(self.filename, self.kind, sections, comment=comment)
+
+
+class _Texts(Mapping[str, str]):
+    """A unit's directives -> the _text of their last value, made when a value gate that
+    reads the unit asks (target.MATCHERS_READING_UNIT), not on every ``set``."""
+
+    def __init__(self, last: dict[str, Value]):
+        self._last = last
+
+    def __getitem__(self, key: str) -> str:
+        return _text(self._last[key])
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._last)
+
+    def __len__(self) -> int:
+        return len(self._last)
 
 
 @functools.lru_cache(maxsize=None)
@@ -349,12 +365,11 @@ class _Block:
     notes: tuple[str, ...]
 
     @functools.cached_property
-    def sections(self) -> tuple[tuple[str, tuple[tuple[str, Value], ...], dict[str, str]], ...]:
-        """The rows by section, in order, each with its directives' last texts (_Unit._store)."""
+    def sections(self) -> tuple[tuple[str, tuple[tuple[str, Value], ...]], ...]:
+        """The rows by section, in order (_Unit._store)."""
         return tuple(
-            (section, rows, {key: _text(value) for key, value in rows})
+            (section, tuple((key, value) for s, key, value in self.rows if s == section))
             for section in dict.fromkeys(s for s, _, _ in self.rows)
-            for rows in [tuple((key, value) for s, key, value in self.rows if s == section)]
         )
 
 
@@ -384,6 +399,31 @@ class _Context:
         self.what = ""  # "job 'x'" / "worker 'y'": how messages name what they are about
         self.diags: list[Diagnostic] = []
         self._noted: dict[str, list] = {}  # message -> [first position, count]
+        # _open and _block per directive and per row set, kept here for this plan's one
+        # target: asked of the lru_caches, each question hashed the Target (and a block's
+        # every row) again, some 25 times a job.
+        self._open: dict[tuple[str, str], bool] = {}
+        self._blocks: dict[str, _Block | None] = {}
+        self._lacking: dict[tuple[str, str], str | None] = {}
+
+    def open(self, section: str, key: str) -> bool:
+        """_open(self.target, section, key), once per plan."""
+        known = self._open.get((section, key))
+        if known is None:
+            known = self._open[section, key] = _open(self.target, section, key)
+        return known
+
+    def lacking(self, section: str, key: str) -> str | None:
+        """self.target.lacking(section, key), once per plan."""
+        if (section, key) not in self._lacking:
+            self._lacking[section, key] = self.target.lacking(section, key)
+        return self._lacking[section, key]
+
+    def block(self, name: str, rows: tuple[tuple[str, str, Value], ...]) -> "_Block | None":
+        """_block(self.target, rows) for the rows ``name`` stands for, once per plan."""
+        if name not in self._blocks:
+            self._blocks[name] = _block(self.target, rows)
+        return self._blocks[name]
 
     def error(self, pos: Pos, message: str) -> None:
         self.diags.append(Diagnostic(pos, ERROR, message))
@@ -402,6 +442,7 @@ class _Context:
         ]
 
 
+@functools.lru_cache(maxsize=1024)  # a Raw is frozen: jobs share their few time spans (AccuracySec=1s...)
 def _span(usec: int) -> Raw:
     return Raw(timespec.format_timespan(usec))
 
@@ -426,15 +467,27 @@ _RENDER: dict[str, Callable[[Any], list[Value]]] = {
 def _write_keys(units: dict[str, _Unit], c: Common, table: dict[str, Key]) -> None:
     """Walk the key table: each simple key the job or worker set goes, through the one
     gate in _Unit.set, into the unit that holds its section (``units``: section -> unit)."""
-    for key, spec in table.items():
-        if spec.writes is None:
-            continue
-        value = getattr(c, spec.field)
+    for key, field_name, section, directive, render in _writing_keys(table):
+        value = getattr(c, field_name)
         if value is None or value is False or value == () or value == "":
             continue
-        unit = units[spec.writes.section]
-        for rendered in _RENDER[spec.writes.render](value):
-            unit.set(spec.writes.section, spec.writes.directive, rendered, c.where(key), key)
+        unit = units[section]
+        for rendered in render(value):
+            unit.set(section, directive, rendered, c.where(key), key)
+
+
+_WRITING: dict[int, tuple[dict[str, Key], tuple[tuple[str, str, str, str, Callable[[Any], list[Value]]], ...]]] = {}
+
+
+def _writing_keys(table: dict[str, Key]) -> tuple[tuple[str, str, str, str, Callable[[Any], list[Value]]], ...]:
+    """The table's simple keys in order, as (key, field, section, directive, render):
+    the rows _write_keys walks for every job, picked out of the table once."""
+    known = _WRITING.get(id(table))
+    if known is None or known[0] is not table:
+        rows = tuple((key, spec.field, spec.writes.section, spec.writes.directive, _RENDER[spec.writes.render])
+                     for key, spec in table.items() if spec.writes is not None)
+        known = _WRITING[id(table)] = (table, rows)
+    return known[1]
 
 
 @functools.lru_cache(maxsize=None)
@@ -455,9 +508,11 @@ def _hardening(u: _Unit, c: Common, writable: tuple[str, ...] = ()) -> None:
     pos = c.where("hardening")
     rows = _hardening_rows(c.hardening)
     # The profile's gates are the same for every job of a target: asked once (_block).
-    block = _block(u.ctx.target, rows)
+    block = u.ctx.block(c.hardening, rows)
     if block is not None:
         u.set_block(block, pos)
+        if not writable:
+            return
         written = {key: value for _, key, value in block.rows}
     else:
         feature = f"hardening: {c.hardening}"
@@ -504,12 +559,12 @@ def _defer(job: Job) -> bool:
 
 def _emulate_defer(ctx: _Context, timer: _Unit, job: Job) -> bool:
     """DeferReactivation=yes where the target has it; else whether to emulate it."""
-    reason = ctx.target.lacking("Timer", "DeferReactivation")
+    reason = ctx.lacking("Timer", "DeferReactivation")
     if reason is None:
         timer.set("Timer", "DeferReactivation", Raw("yes"))
         return False
     pos = job.where("overlap")
-    if ctx.target.has("Service", "ExecCondition"):
+    if ctx.lacking("Service", "ExecCondition") is None:
         ctx.note(pos, f"DeferReactivation= {reason}: {FALLBACKS[('Timer', 'DeferReactivation')]}")
         return True
     ctx.note(pos, f"DeferReactivation= {reason}, and its emulation needs ExecCondition= (243): "

@@ -17,13 +17,38 @@ from jobgen.compiler import escape, header, precompiled
 from jobgen.compiler.plan import Env, Exec, Plan, Raw, UnitFile
 from jobgen.compiler.resources import compiled_dir, template_dir
 
-@lru_cache(maxsize=4096)
+# The filter's answers: (section, directive and the value's own fields) -> the text.
+_ESCAPED: dict[tuple, str] = {}
+_ESCAPED_MAX = 4096  # then emptied: a bound on memory, not on correctness
+
+
 def _value(value: Exec | Env | Raw, section: str, directive: str) -> str:
     """The text after ``directive=``, escaped by that directive's rules (escape.py).
 
     Cached: the values are frozen, and most recur in every job of a manifest (the
     outcome reporter, the overrun check, hardening), so each is escaped once per
-    process, not once per unit; the few thousand most recent are kept."""
+    process, not once per unit. The key is made of the value's fields, not the value:
+    an lru_cache keyed on the dataclass called its __hash__ and __eq__ in Python for
+    every line of every unit, 45% of the time rendering 1,000 jobs took."""
+    kind = type(value)
+    if kind is Raw:
+        key: tuple = (section, directive, value.text, value.specifiers)
+    elif kind is Exec:
+        key = (section, directive, value.argv, value.prefix, Exec)
+    elif kind is Env:
+        key = (section, directive, value.name, value.value, Env)
+    else:
+        return _escaped(value, section, directive)
+    text = _ESCAPED.get(key)
+    if text is None:
+        text = _escaped(value, section, directive)
+        if len(_ESCAPED) >= _ESCAPED_MAX:
+            _ESCAPED.clear()
+        _ESCAPED[key] = text
+    return text
+
+
+def _escaped(value: Exec | Env | Raw, section: str, directive: str) -> str:
     if isinstance(value, Exec):
         escape.require_expansion(section, directive)
         return escape.exec_line(value.argv, value.prefix)
@@ -33,6 +58,26 @@ def _value(value: Exec | Env | Raw, section: str, directive: str) -> str:
     return escape.setting(section, directive, value.text, own_specifiers=value.specifiers)
 
 
+class _Environment(jinja2.Environment):
+    """Templates kept by name for the process: every service and timer extends unit.j2,
+    and jinja2 looked that layout up again for each file rendered (a weak reference and
+    its locked LRU cache, in Python). Nothing is reloaded here anyway (auto_reload off)."""
+
+    def __init__(self, **options) -> None:
+        super().__init__(**options)
+        self._kept: dict[str, jinja2.Template] = {}
+
+    def get_template(self, name, parent=None, globals=None):  # noqa: A002 - jinja2's signature
+        if globals is not None or not isinstance(name, str):
+            return super().get_template(name, parent, globals)
+        if parent is not None:
+            name = self.join_path(name, parent)
+        template = self._kept.get(name)
+        if template is None:
+            template = self._kept[name] = super().get_template(name)
+        return template
+
+
 @lru_cache(maxsize=1)
 def _environment() -> jinja2.Environment:
     # The modules the wheel carries, compiled from these very templates by this jinja2
@@ -40,7 +85,7 @@ def _environment() -> jinja2.Environment:
     loader = precompiled.loader(template_dir(), compiled_dir())
     if loader is None:
         loader = jinja2.FileSystemLoader(str(template_dir()))
-    env = jinja2.Environment(loader=loader, **precompiled.options(jinja2))
+    env = _Environment(loader=loader, **precompiled.options(jinja2))
     env.filters["value"] = _value
     return env
 

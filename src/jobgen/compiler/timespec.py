@@ -379,7 +379,7 @@ class Calendar:
             return None
         return 228 if self.utc else 235
 
-    @property
+    @functools.cached_property  # frozen, and parsed once per text: search() asks each time
     def normalized(self) -> str:
         """systemd-analyze calendar's "Normalized form:" (calendar_spec_to_string(), v251+)."""
         out = []
@@ -439,12 +439,21 @@ def parse_calendar(text: str) -> Calendar:
     Raises ValueError("invalid calendar spec '...': <reason>") for anything systemd refuses.
     """
     try:
-        return _parse_calendar(text)
+        return _parsed(text)
     except _Fail as fail:
         where = ""
         if fail.at is not None and fail.at < len(text):
             where = f" at {text[fail.at:]!r}"
         raise ValueError(f"invalid calendar spec {text!r}: {fail.reason}{where}") from None
+
+
+# Pure in the text (a zone is part of it; the zone database does not change under a
+# running jobgen) and the Calendar is frozen: each distinct expression is parsed once
+# per process. Manifests share schedules, and one job's expression is asked for by
+# validate, its elapse search and the target's gates; the few thousand most recent are kept.
+@functools.lru_cache(maxsize=4096)
+def _parsed(text: str) -> Calendar:
+    return _parse_calendar(text)
 
 
 def _parse_calendar(text: str) -> Calendar:
