@@ -718,3 +718,35 @@ def test_a_debian_image_keeps_debian_s_rule(image, tmp_path):
     assert f"{img}/etc/cron.d/raid.check: ignored: {SKIP}" in lines
     assert "cron-daily-man-db-cron" not in _manifest_jobs(tmp_path / "out", "cron.daily.yaml")
 
+
+DEBIAN_ANACRONTAB = """\
+SHELL=/bin/sh
+HOME=/root
+LOGNAME=root
+
+1\t5\tcron.daily\trun-parts --report /etc/cron.daily
+7\t10\tcron.weekly\trun-parts --report /etc/cron.weekly
+@monthly\t15\tcron.monthly\trun-parts --report /etc/cron.monthly
+"""
+ANACRON_TWICE = ("{img}/etc/anacrontab: needs review: anacron is installed and anacron.timer starts it apart from "
+                 "cron; it runs {folders} from this file, whose scripts are now imported jobs: disable it (systemctl "
+                 "disable --now anacron.timer) or remove the anacron package once the jobs are applied, or those "
+                 "scripts run twice")
+
+
+def test_debian_s_anacron_must_be_disabled_or_the_folders_run_twice(image, tmp_path):
+    """Debian's anacron package starts anacron from anacron.timer, without cron: after the
+    import it would run the imported folders a second time."""
+    img = str(image)
+    _put(image, "usr/sbin/anacron", "#!/bin/sh\n", 0o755)
+    _put(image, "etc/anacrontab", DEBIAN_ANACRONTAB)
+    _put(image, "etc/cron.weekly/man-db", "#!/bin/sh\nexit 0\n", 0o755)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    # the monthly folder has no script: nothing of it is imported, nothing runs twice
+    assert [line for line in r.stdout.splitlines() if "anacron.timer" in line] == [
+        ANACRON_TWICE.format(img=img, folders="/etc/cron.daily, /etc/cron.weekly")]
+    # without anacron installed, nothing runs /etc/anacrontab: no such line
+    (image / "usr/sbin/anacron").unlink()
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"), "--force")
+    assert "anacron.timer" not in r.stdout

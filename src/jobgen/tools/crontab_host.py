@@ -121,8 +121,8 @@ def import_host(cron, zone: str | None) -> HostImport:
         _anacron_runners(anacron, runners, cron.anacron)
     kept = {period: _merge(period, rs) for period, rs in runners.items()}
     from_anacron = any(r.anacron is not None for rs in kept.values() for r in rs)
-    out.sources[folders_at:folders_at] = [
-        _folder(folder, kept.get(folder.period, []), anacron, cron.anacron, from_anacron) for folder in cron.folders]
+    folders = [_folder(folder, kept.get(folder.period, []), anacron, cron.anacron, from_anacron) for folder in cron.folders]
+    out.sources[folders_at:folders_at] = folders
 
     for src in out.sources:
         _settle(src, taken)
@@ -134,7 +134,25 @@ def import_host(cron, zone: str | None) -> HostImport:
                 if diffs := [d for text, calendars in runs for d in crontab_dst.differences(text, calendars, job_zone)]:
                     src.dst[job.line] = diffs
     out.report = _report(out, cron)
+    if anacron is not None and (twice := _anacron_twice(cron, anacron, folders)):
+        out.report.append(twice)
     return out
+
+
+def _anacron_twice(cron, tab: _Anacrontab, folders: list[Source]) -> str | None:
+    """Where anacron has a starter of its own (Debian's anacron package: anacron.timer, hourly,
+    and anacron.service), it goes on running the folders its anacrontab lines run after cron is
+    gone: an imported folder would then run twice. cronie-anacron is started by cron's 0anacron
+    and stops with cron: no line."""
+    timer = cron.flavour.anacron_timer
+    periods = {a.period for a in tab.lines}
+    twice = [f"/etc/cron.{folder.period}" for folder, src in zip(cron.folders, folders)
+             if src.imported.jobs and folder.period in periods]
+    if not (cron.anacron and timer and twice):
+        return None
+    return (f"{tab.source.path}: {REVIEW}: anacron is installed and {timer} starts it apart from cron; it runs "
+            f"{', '.join(twice)} from this file, whose scripts are now imported jobs: disable it (systemctl disable "
+            f"--now {timer}) or remove the anacron package once the jobs are applied, or those scripts run twice")
 
 
 def _with(timer: tuple[tuple[str, str], ...], **keys: str) -> tuple[tuple[str, str], ...]:
