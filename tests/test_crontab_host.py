@@ -750,3 +750,18 @@ def test_debian_s_anacron_must_be_disabled_or_the_folders_run_twice(image, tmp_p
     (image / "usr/sbin/anacron").unlink()
     r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"), "--force")
     assert "anacron.timer" not in r.stdout
+
+
+def test_a_cron_d_name_cronie_reads_is_a_safe_manifest_name(rhel, tmp_path):
+    """cronie reads /etc/cron.d names with any byte: in the manifest's file name each byte but
+    letters, digits, '.', '_' and '-' is %XX ('%' too), so no two names share one file."""
+    img, out = str(rhel), tmp_path / "out"
+    for name in ("raid.check", "a b", "a_b", "multi\nline", os.fsdecode(b"bad\xffname"), "100%"):
+        (rhel / "etc/cron.d").joinpath(name).write_text(RAID_CHECK)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("cron.d-")) == [
+        "cron.d-100%25.yaml", "cron.d-a%20b.yaml", "cron.d-a_b.yaml",
+        "cron.d-bad%FFname.yaml", "cron.d-multi%0Aline.yaml", "cron.d-raid.check.yaml"]
+    assert f"{img}/etc/cron.d/multi\\nline:2: translated: multi-line-raid-check-l2 in cron.d-multi%0Aline.yaml" in r.stdout.splitlines()
+    assert len(r.stdout.splitlines()) == len(r.stdout.split("\n")) - 1  # every report line is one line

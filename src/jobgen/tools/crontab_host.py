@@ -23,6 +23,7 @@ as tools/crontab.py reads a single file; what a host adds:
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -71,6 +72,16 @@ class HostImport:
         return {s.manifest: s.text for s in self.sources if s.manifest and s.text is not None}
 
 
+# cronie reads a cron.d name of any bytes but a few (host/crontabs.FLAVOURS): in a manifest's
+# file name every other byte is %XX, '%' included, so two names never share a file.
+FILE_NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def file_stem(name: str) -> str:
+    """A cron.d file's name as a manifest's: `man-db.cron` as it is, `a b` as `a%20b`."""
+    return "".join(chr(b) if b in FILE_NAME_BYTES else f"%{b:02X}" for b in os.fsencode(name))
+
+
 def run_parts_folder(command: tuple[str, ...]) -> str | None:
     """The period of the /etc/cron.PERIOD folder a command runs with run-parts, or None."""
     text = command[2] if len(command) == 3 and command[1] == "-c" else " ".join(command)
@@ -102,8 +113,7 @@ def import_host(cron, zone: str | None) -> HostImport:
         out.sources.append(src)
     for crontab in cron.cron_d:
         name = crontab.rel.rsplit("/", 1)[-1]
-        # cron.d names are run-parts names (host/crontabs.py), user names are user names: safe file names
-        src = Source(crontab.path, f"cron.d-{name}{MANIFEST_SUFFIX}", tool.read(crontab.text, name, system=True))
+        src = Source(crontab.path, f"cron.d-{file_stem(name)}{MANIFEST_SUFFIX}", tool.read(crontab.text, name, system=True))
         take(src, "/" + crontab.rel)
         out.sources.append(src)
     folders_at = len(out.sources)
