@@ -765,3 +765,18 @@ def test_a_cron_d_name_cronie_reads_is_a_safe_manifest_name(rhel, tmp_path):
         "cron.d-bad%FFname.yaml", "cron.d-multi%0Aline.yaml", "cron.d-raid.check.yaml"]
     assert f"{img}/etc/cron.d/multi\\nline:2: translated: multi-line-raid-check-l2 in cron.d-multi%0Aline.yaml" in r.stdout.splitlines()
     assert len(r.stdout.splitlines()) == len(r.stdout.split("\n")) - 1  # every report line is one line
+
+
+def test_a_rhel_image_s_user_crontabs_are_read_from_var_spool_cron(rhel, tmp_path):
+    """cronie keeps user crontabs in /var/spool/cron/USER (Debian: /var/spool/cron/crontabs),
+    and skips the names of its not_a_crontab()."""
+    img = str(rhel)
+    _put(rhel, "etc/passwd", f"root:x:0:0::/root:/bin/bash\nshop:x:{os.getuid()}:100::/home/shop:/bin/sh\n")
+    _put(rhel, "var/spool/cron/shop", "*/10 * * * * /usr/local/bin/sync-stock --quiet\n", 0o600)
+    _put(rhel, "var/spool/cron/shop.rpmsave", "* * * * * /bin/true\n", 0o600)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert f"{img}/var/spool/cron/shop:1: translated: shop-sync-stock-l1 in user-shop.yaml" in lines
+    assert f"{img}/var/spool/cron/shop.rpmsave: ignored: {CRONIE_CRON_D_SKIP}" in lines
+    assert _manifest_jobs(tmp_path / "out", "user-shop.yaml")["shop-sync-stock-l1"]["user"] == "shop"

@@ -9,8 +9,8 @@ read, and what cron would skip:
 * /etc/cron.{hourly,daily,weekly,monthly}: the executable regular files the image's run-parts
   runs (FLAVOURS), in its order (C locale, by name);
 * /etc/anacrontab;
-* /var/spool/cron/crontabs/USER: the file name is the user (Debian's cron: getpwnam(name)),
-  and cron skips a file that user does not own ("WRONG FILE OWNER") or whose user does not
+* the user crontabs, /var/spool/cron/crontabs/USER (Debian) or /var/spool/cron/USER (cronie):
+  the file name is the user (cron's database.c: getpwnam(name)), and cron skips a file that user does not own ("WRONG FILE OWNER") or whose user does not
   exist ("ORPHAN"); users are looked up in the root's own /etc/passwd.
 
 Every path is read under ROOT and a link is resolved inside it as this host sees it, never
@@ -32,7 +32,6 @@ from pathlib import Path
 ETC_CRONTAB = "etc/crontab"
 CRON_D = "etc/cron.d"
 ANACRONTAB = "etc/anacrontab"
-SPOOL = "var/spool/cron/crontabs"
 PASSWD = "etc/passwd"
 RUN_PARTS = ("hourly", "daily", "weekly", "monthly")  # etc/cron.PERIOD
 ANACRON = "usr/sbin/anacron"  # Debian's /etc/crontab: `test -x /usr/sbin/anacron || run-parts ...`
@@ -56,6 +55,13 @@ RHEL_RUN_PARTS_NAME = re.compile(r"(?!\.)(?!.*(?:[~,]|\.cfsaved|\.rpmsave|\.rpmo
 RHEL_RUN_PARTS_REASON = ("run-parts skips it: RHEL's run-parts does not run a name starting with '.', or ending in "
                          "'~', ',', ',v', '.cfsaved', '.rpmsave', '.rpmorig', '.rpmnew' or '.swp' (/usr/bin/run-parts)")
 
+# The user crontabs: Debian's cron keeps them in /var/spool/cron/crontabs and skips dotfiles
+# (crontab(1)'s temporary files); cronie in /var/spool/cron (SPOOL_DIR, its configure.ac),
+# read by the same not_a_crontab() as /etc/cron.d.
+DEBIAN_SPOOL, CRONIE_SPOOL = "var/spool/cron/crontabs", "var/spool/cron"
+DEBIAN_SPOOL_NAME = re.compile(r"(?!\.).+", re.DOTALL)
+DEBIAN_SPOOL_REASON = "cron skips it: a hidden file (crontab(1)'s temporary files)"
+
 
 @dataclass(frozen=True)
 class Flavour:
@@ -69,13 +75,18 @@ class Flavour:
     run_parts_reason: str
     # what starts anacron apart from cron (None: cron itself does, and stops with it)
     anacron_timer: str | None
+    spool: str  # the user crontabs' folder
+    spool_name: re.Pattern[str]  # a name fullmatching it is read
+    spool_reason: str
 
 
 FLAVOURS: dict[str, Flavour] = {
     # Debian's cron; Debian's anacron package ships anacron.timer (hourly) and anacron.service.
-    "debian": Flavour("debian", RUN_PARTS_NAME, SKIP_REASON, RUN_PARTS_NAME, SKIP_REASON, "anacron.timer"),
+    "debian": Flavour("debian", RUN_PARTS_NAME, SKIP_REASON, RUN_PARTS_NAME, SKIP_REASON, "anacron.timer",
+                      DEBIAN_SPOOL, DEBIAN_SPOOL_NAME, DEBIAN_SPOOL_REASON),
     # cronie (RHEL, Fedora); cronie-anacron is started by cron's /etc/cron.hourly/0anacron.
-    "cronie": Flavour("cronie", CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, RHEL_RUN_PARTS_NAME, RHEL_RUN_PARTS_REASON, None),
+    "cronie": Flavour("cronie", CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, RHEL_RUN_PARTS_NAME, RHEL_RUN_PARTS_REASON, None,
+                      CRONIE_SPOOL, CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON),
 }
 DEFAULT_FLAVOUR = "debian"
 # Which flavour an image is, told first by its run-parts program, the one that applies the
@@ -316,10 +327,10 @@ def read_host(root: Path) -> HostCron:
                 out.skipped.append(Unread(_shown(root, f"{rel}/{name}"), "run-parts skips it: not an executable regular file"))
         out.folders.append(Folder(_shown(root, rel), rel, period, tuple(scripts)))
     out.anacrontab = _file(root, ANACRONTAB, out)
-    for name in _listing(root, SPOOL, out) or ():
-        rel = f"{SPOOL}/{name}"
-        if name.startswith("."):  # crontab(1)'s temporary files; cron skips them
-            out.skipped.append(Unread(_shown(root, rel), "cron skips it: a hidden file (crontab(1)'s temporary files)"))
+    for name in _listing(root, flavour.spool, out) or ():
+        rel = f"{flavour.spool}/{name}"
+        if not flavour.spool_name.fullmatch(name):
+            out.skipped.append(Unread(_shown(root, rel), flavour.spool_reason))
             continue
         if (why := _spool_problem(root, rel, name, passwd)) is not None:
             out.unread.append(Unread(_shown(root, rel), why))
@@ -330,7 +341,7 @@ def read_host(root: Path) -> HostCron:
 
 
 def _spool_problem(root: Path, rel: str, name: str, passwd: dict[str, int]) -> str | None:
-    """Debian's cron (database.c): the file's name is the user; it must exist and own the file."""
+    """Debian's cron and cronie (database.c): the file's name is the user; it must exist and own the file."""
     if name not in passwd:
         return f"cron skips it: no user '{printable(name)}' in {_shown(root, PASSWD)} (cron: ORPHAN)"
     try:

@@ -124,7 +124,7 @@ def import_host(cron, zone: str | None) -> HostImport:
     for crontab in cron.spool:
         users = cron.users
         imported = tool.read(crontab.text, crontab.user, system=False, user=crontab.user, is_user=lambda w: w in users)
-        src = Source(crontab.path, f"user-{crontab.user}{MANIFEST_SUFFIX}", imported)
+        src = Source(crontab.path, f"user-{file_stem(crontab.user)}{MANIFEST_SUFFIX}", imported)
         take(src, "/" + crontab.rel)
         out.sources.append(src)
     if anacron is not None:  # after cron's: a folder cron runs too is imported at cron's time first
