@@ -354,6 +354,10 @@ START_HOURS_RANGE=3-22
 """
 
 
+# The head of RHEL's and Fedora's /usr/bin/run-parts (crontabs package): a bash script.
+RHEL_RUN_PARTS = "#!/bin/bash\n# run-parts - concept taken from Debian\n"
+
+
 @pytest.fixture
 def rhel(tmp_path) -> Path:
     """A RHEL/Fedora host with cronie and cronie-anacron: a script in each run-parts folder."""
@@ -367,6 +371,7 @@ def rhel(tmp_path) -> Path:
     _put(root, "etc/cron.daily/logrotate", "#!/bin/sh\nexit 0\n", 0o755)
     _put(root, "etc/cron.weekly/fstrim", "#!/bin/sh\nexit 0\n", 0o755)
     _put(root, "etc/cron.monthly/report", "#!/bin/sh\nexit 0\n", 0o755)
+    _put(root, "usr/bin/run-parts", RHEL_RUN_PARTS, 0o755)
     _put(root, "etc/passwd", "root:x:0:0::/root:/bin/bash\n")
     _put(root, "etc/timezone", "Etc/UTC\n")
     (tmp_path / "out").mkdir()
@@ -643,3 +648,135 @@ def test_an_anacrontab_line_jobgen_cannot_time_is_refused_with_its_folder(rhel, 
         f"{img}/etc/anacrontab:14: refused: {message}",
     ]
     assert not (tmp_path / "out" / "cron.daily.yaml").exists()
+
+
+# ----------------------------------------------------------------------------- cron flavours
+
+CRONIE_CRON_D_SKIP = ("cron skips it: cronie does not read a name starting with '.' or '#', or ending in '~', "
+                      "'.rpmsave', '.rpmorig' or '.rpmnew' (cronie's database.c, not_a_crontab)")
+RHEL_RUN_PARTS_SKIP = ("run-parts skips it: RHEL's run-parts does not run a name starting with '.', or ending in "
+                       "'~', ',', ',v', '.cfsaved', '.rpmsave', '.rpmorig', '.rpmnew' or '.swp' (/usr/bin/run-parts)")
+RAID_CHECK = "# Run system wide raid-check once a week on Sunday at 1am by default\n0 1 * * Sun root /usr/sbin/raid-check\n"
+
+
+def _cronie_names(root: Path) -> None:
+    for name in ("man-db.cron", "logrotate", "x.rpmnew", "y~", ".hidden"):
+        _put(root, f"etc/cron.daily/{name}", "#!/bin/sh\nexit 0\n", 0o755)
+    _put(root, "etc/cron.d/raid-check", RAID_CHECK)
+    _put(root, "etc/cron.d/z.rpmsave", RAID_CHECK)
+
+
+def test_a_rhel_image_reads_the_names_cronie_and_its_run_parts_read(rhel, tmp_path):
+    """RHEL's run-parts runs `man-db.cron` (a dot is no reason to skip) and cronie reads
+    /etc/cron.d/raid-check; each skips only the names its own rule lists."""
+    img = str(rhel)
+    _cronie_names(rhel)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert [line for line in lines if ": ignored: " in line] == [
+        f"{img}/etc/cron.d/z.rpmsave: ignored: {CRONIE_CRON_D_SKIP}",
+        f"{img}/etc/cron.daily/.hidden: ignored: {RHEL_RUN_PARTS_SKIP}",
+        f"{img}/etc/cron.daily/x.rpmnew: ignored: {RHEL_RUN_PARTS_SKIP}",
+        f"{img}/etc/cron.daily/y~: ignored: {RHEL_RUN_PARTS_SKIP}",
+    ]
+    assert [line for line in lines if ": translated: " in line and ("cron.daily" in line or "raid-check" in line)] == [
+        f"{img}/etc/cron.d/raid-check:2: translated: raid-check-raid-check-l2 in cron.d-raid-check.yaml",
+        f"{img}/etc/cron.daily/logrotate: translated: cron-daily-logrotate in cron.daily.yaml",
+        f"{img}/etc/cron.daily/man-db.cron: translated: cron-daily-man-db-cron in cron.daily.yaml",
+    ]
+    assert sorted(_manifest_jobs(tmp_path / "out", "cron.daily.yaml")) == ["cron-daily-logrotate", "cron-daily-man-db-cron"]
+    # cronie-anacron is started by cron's 0anacron and stops with cron: nothing to disable
+    assert "anacron.timer" not in r.stdout
+
+
+@pytest.mark.parametrize("os_release", [
+    'NAME="Rocky Linux"\nID="rocky"\nID_LIKE="rhel centos fedora"\n',
+    "NAME=Fedora\nID=fedora\n",
+])  # fmt: skip
+def test_without_run_parts_the_image_s_os_release_tells_its_cron(rhel, tmp_path, os_release):
+    (rhel / "usr/bin/run-parts").unlink()
+    _put(rhel, "etc/os-release", os_release)
+    _put(rhel, "etc/cron.daily/man-db.cron", "#!/bin/sh\nexit 0\n", 0o755)
+    r = _jobgen("import-crontab", "--host", "--root", str(rhel), "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    assert f"{rhel}/etc/cron.daily/man-db.cron: translated: cron-daily-man-db-cron in cron.daily.yaml" in r.stdout.splitlines()
+
+
+def test_a_debian_image_keeps_debian_s_rule(image, tmp_path):
+    """Debian's run-parts (an ELF binary from debianutils) does not run `man-db.cron`, and
+    Debian's cron does not read `/etc/cron.d/raid-check.rpmsave`'s kin: its own rule, its reason."""
+    img = str(image)
+    _put(image, "usr/bin/run-parts", b"\x7fELF\x02\x01\x01\x00", 0o755)
+    _put(image, "etc/os-release", 'ID=fedora\n')  # the program that runs the folders wins
+    _put(image, "etc/cron.daily/man-db.cron", "#!/bin/sh\nexit 0\n", 0o755)
+    _put(image, "etc/cron.d/raid.check", RAID_CHECK)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert f"{img}/etc/cron.daily/man-db.cron: ignored: {SKIP}" in lines
+    assert f"{img}/etc/cron.d/raid.check: ignored: {SKIP}" in lines
+    assert "cron-daily-man-db-cron" not in _manifest_jobs(tmp_path / "out", "cron.daily.yaml")
+
+
+DEBIAN_ANACRONTAB = """\
+SHELL=/bin/sh
+HOME=/root
+LOGNAME=root
+
+1\t5\tcron.daily\trun-parts --report /etc/cron.daily
+7\t10\tcron.weekly\trun-parts --report /etc/cron.weekly
+@monthly\t15\tcron.monthly\trun-parts --report /etc/cron.monthly
+"""
+ANACRON_TWICE = ("{img}/etc/anacrontab: needs review: anacron is installed and anacron.timer starts it apart from "
+                 "cron; it runs {folders} from this file, whose scripts are now imported jobs: disable it (systemctl "
+                 "disable --now anacron.timer) or remove the anacron package once the jobs are applied, or those "
+                 "scripts run twice")
+
+
+def test_debian_s_anacron_must_be_disabled_or_the_folders_run_twice(image, tmp_path):
+    """Debian's anacron package starts anacron from anacron.timer, without cron: after the
+    import it would run the imported folders a second time."""
+    img = str(image)
+    _put(image, "usr/sbin/anacron", "#!/bin/sh\n", 0o755)
+    _put(image, "etc/anacrontab", DEBIAN_ANACRONTAB)
+    _put(image, "etc/cron.weekly/man-db", "#!/bin/sh\nexit 0\n", 0o755)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    # the monthly folder has no script: nothing of it is imported, nothing runs twice
+    assert [line for line in r.stdout.splitlines() if "anacron.timer" in line] == [
+        ANACRON_TWICE.format(img=img, folders="/etc/cron.daily, /etc/cron.weekly")]
+    # without anacron installed, nothing runs /etc/anacrontab: no such line
+    (image / "usr/sbin/anacron").unlink()
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"), "--force")
+    assert "anacron.timer" not in r.stdout
+
+
+def test_a_cron_d_name_cronie_reads_is_a_safe_manifest_name(rhel, tmp_path):
+    """cronie reads /etc/cron.d names with any byte: in the manifest's file name each byte but
+    letters, digits, '.', '_' and '-' is %XX ('%' too), so no two names share one file."""
+    img, out = str(rhel), tmp_path / "out"
+    for name in ("raid.check", "a b", "a_b", "multi\nline", os.fsdecode(b"bad\xffname"), "100%"):
+        (rhel / "etc/cron.d").joinpath(name).write_text(RAID_CHECK)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert sorted(p.name for p in out.iterdir() if p.name.startswith("cron.d-")) == [
+        "cron.d-100%25.yaml", "cron.d-a%20b.yaml", "cron.d-a_b.yaml",
+        "cron.d-bad%FFname.yaml", "cron.d-multi%0Aline.yaml", "cron.d-raid.check.yaml"]
+    assert f"{img}/etc/cron.d/multi\\nline:2: translated: multi-line-raid-check-l2 in cron.d-multi%0Aline.yaml" in r.stdout.splitlines()
+    assert len(r.stdout.splitlines()) == len(r.stdout.split("\n")) - 1  # every report line is one line
+
+
+def test_a_rhel_image_s_user_crontabs_are_read_from_var_spool_cron(rhel, tmp_path):
+    """cronie keeps user crontabs in /var/spool/cron/USER (Debian: /var/spool/cron/crontabs),
+    and skips the names of its not_a_crontab()."""
+    img = str(rhel)
+    _put(rhel, "etc/passwd", f"root:x:0:0::/root:/bin/bash\nshop:x:{os.getuid()}:100::/home/shop:/bin/sh\n")
+    _put(rhel, "var/spool/cron/shop", "*/10 * * * * /usr/local/bin/sync-stock --quiet\n", 0o600)
+    _put(rhel, "var/spool/cron/shop.rpmsave", "* * * * * /bin/true\n", 0o600)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stderr
+    lines = r.stdout.splitlines()
+    assert f"{img}/var/spool/cron/shop:1: translated: shop-sync-stock-l1 in user-shop.yaml" in lines
+    assert f"{img}/var/spool/cron/shop.rpmsave: ignored: {CRONIE_CRON_D_SKIP}" in lines
+    assert _manifest_jobs(tmp_path / "out", "user-shop.yaml")["shop-sync-stock-l1"]["user"] == "shop"

@@ -4,15 +4,13 @@ as cron reads it.
 Impure: this reads files; tools/crontab_host.py turns what it read into manifests. What is
 read, and what cron would skip:
 
-* /etc/crontab, and /etc/cron.d/* whose names run-parts(8) would run: letters, digits, '_'
-  and '-' only (Debian's cron(8): "they must conform to the filename requirements of
-  run-parts"), so dotfiles, `name~` backups and `name.dpkg-old` are skipped, as they are by
-  systemd-cron's generator, which skips dotfiles, backups and package manager leftovers;
-* /etc/cron.{hourly,daily,weekly,monthly}: the executable regular files run-parts runs, by the
-  same naming rule (run-parts(8) without --lsbsysinit), in its order (C locale, by name);
+* /etc/crontab, and /etc/cron.d/* whose names the image's cron reads (FLAVOURS: Debian's
+  cron reads only run-parts names, cronie skips a few names it lists);
+* /etc/cron.{hourly,daily,weekly,monthly}: the executable regular files the image's run-parts
+  runs (FLAVOURS), in its order (C locale, by name);
 * /etc/anacrontab;
-* /var/spool/cron/crontabs/USER: the file name is the user (Debian's cron: getpwnam(name)),
-  and cron skips a file that user does not own ("WRONG FILE OWNER") or whose user does not
+* the user crontabs, /var/spool/cron/crontabs/USER (Debian) or /var/spool/cron/USER (cronie):
+  the file name is the user (cron's database.c: getpwnam(name)), and cron skips a file that user does not own ("WRONG FILE OWNER") or whose user does not
   exist ("ORPHAN"); users are looked up in the root's own /etc/passwd.
 
 Every path is read under ROOT and a link is resolved inside it as this host sees it, never
@@ -34,7 +32,6 @@ from pathlib import Path
 ETC_CRONTAB = "etc/crontab"
 CRON_D = "etc/cron.d"
 ANACRONTAB = "etc/anacrontab"
-SPOOL = "var/spool/cron/crontabs"
 PASSWD = "etc/passwd"
 RUN_PARTS = ("hourly", "daily", "weekly", "monthly")  # etc/cron.PERIOD
 ANACRON = "usr/sbin/anacron"  # Debian's /etc/crontab: `test -x /usr/sbin/anacron || run-parts ...`
@@ -42,9 +39,65 @@ TIMEZONE_FILES = ("etc/timezone", "etc/localtime")  # Debian's name of the zone,
 MAX_BYTES = 1 << 20  # a crontab larger than 1 MiB is not one an operator wrote
 # run-parts(8): "the names must consist entirely of ASCII upper- and lower-case letters,
 # ASCII digits, ASCII underscores, and ASCII minus-hyphens"; Debian's cron(8) holds
-# /etc/cron.d file names to the same rule.
+# /etc/cron.d file names to the same rule ("they must conform to the filename requirements of
+# run-parts"): dotfiles, `name~` and `name.dpkg-old` are skipped, and so is `man-db.cron`.
 RUN_PARTS_NAME = re.compile(r"[A-Za-z0-9_-]+")
 SKIP_REASON = "cron skips it: a name of letters, digits, '_' and '-' only is read (run-parts(8), Debian cron(8))"
+# cronie's not_a_crontab() (src/database.c): a name starting with '.' or '#', or ending in
+# '~', '.rpmsave', '.rpmorig' or '.rpmnew' is not read; any other name is, dots included.
+CRONIE_CRON_D_NAME = re.compile(r"(?![.#])(?!.*(?:~|\.rpmsave|\.rpmorig|\.rpmnew)\Z).+", re.DOTALL)
+CRONIE_CRON_D_REASON = ("cron skips it: cronie does not read a name starting with '.' or '#', or ending in '~', "
+                        "'.rpmsave', '.rpmorig' or '.rpmnew' (cronie's database.c, not_a_crontab)")
+# RHEL's and Fedora's run-parts, a bash script (the crontabs package's /usr/bin/run-parts):
+# `for i in $(LC_ALL=C; echo ${1%/}/*[^~,])` (no dotfile, no name ending in '~' or ','), then
+# `continue` for names ending in .cfsaved, .rpmsave, .rpmorig, .rpmnew, .swp or ',v'.
+RHEL_RUN_PARTS_NAME = re.compile(r"(?!\.)(?!.*(?:[~,]|\.cfsaved|\.rpmsave|\.rpmorig|\.rpmnew|\.swp|,v)\Z).+", re.DOTALL)
+RHEL_RUN_PARTS_REASON = ("run-parts skips it: RHEL's run-parts does not run a name starting with '.', or ending in "
+                         "'~', ',', ',v', '.cfsaved', '.rpmsave', '.rpmorig', '.rpmnew' or '.swp' (/usr/bin/run-parts)")
+
+# The user crontabs: Debian's cron keeps them in /var/spool/cron/crontabs and skips dotfiles
+# (crontab(1)'s temporary files); cronie in /var/spool/cron (SPOOL_DIR, its configure.ac),
+# read by the same not_a_crontab() as /etc/cron.d.
+DEBIAN_SPOOL, CRONIE_SPOOL = "var/spool/cron/crontabs", "var/spool/cron"
+DEBIAN_SPOOL_NAME = re.compile(r"(?!\.).+", re.DOTALL)
+DEBIAN_SPOOL_REASON = "cron skips it: a hidden file (crontab(1)'s temporary files)"
+
+
+@dataclass(frozen=True)
+class Flavour:
+    """One cron as a distribution ships it: which names it reads in /etc/cron.d, which its
+    run-parts runs in the folders, and the reason a skipped name is reported with."""
+
+    name: str
+    cron_d: re.Pattern[str]  # a name fullmatching it is read
+    cron_d_reason: str
+    run_parts: re.Pattern[str]  # a name fullmatching it is run
+    run_parts_reason: str
+    # what starts anacron apart from cron (None: cron itself does, and stops with it)
+    anacron_timer: str | None
+    spool: str  # the user crontabs' folder
+    spool_name: re.Pattern[str]  # a name fullmatching it is read
+    spool_reason: str
+
+
+FLAVOURS: dict[str, Flavour] = {
+    # Debian's cron; Debian's anacron package ships anacron.timer (hourly) and anacron.service.
+    "debian": Flavour("debian", RUN_PARTS_NAME, SKIP_REASON, RUN_PARTS_NAME, SKIP_REASON, "anacron.timer",
+                      DEBIAN_SPOOL, DEBIAN_SPOOL_NAME, DEBIAN_SPOOL_REASON),
+    # cronie (RHEL, Fedora); cronie-anacron is started by cron's /etc/cron.hourly/0anacron.
+    "cronie": Flavour("cronie", CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, RHEL_RUN_PARTS_NAME, RHEL_RUN_PARTS_REASON, None,
+                      CRONIE_SPOOL, CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON),
+}
+DEFAULT_FLAVOUR = "debian"
+# Which flavour an image is, told first by its run-parts program, the one that applies the
+# folders' rule: Debian's is an ELF binary (debianutils, Essential: yes, /bin/run-parts, which
+# is /usr/bin/run-parts on a merged /usr), RHEL's and Fedora's a "#!/bin/bash" script. Then, for
+# an image without it, by os-release(5)'s ID and ID_LIKE (ID_LIKE names the distribution a
+# derivative follows: Rocky's "rhel centos fedora", Ubuntu's "debian"); else Debian's rules.
+RUN_PARTS_PROGRAMS = ("usr/bin/run-parts", "bin/run-parts")
+RUN_PARTS_MAGIC = ((b"\x7fELF", "debian"), (b"#!", "cronie"))
+OS_RELEASE = ("etc/os-release", "usr/lib/os-release")  # os-release(5): the first that exists
+OS_IDS = {"debian": "debian", "ubuntu": "debian", "rhel": "cronie", "fedora": "cronie", "centos": "cronie"}
 
 
 @dataclass(frozen=True)
@@ -82,6 +135,7 @@ class HostCron:
     unread: list[Unread] = field(default_factory=list)
     skipped: list[Unread] = field(default_factory=list)  # names cron itself skips
     anacron: bool = False  # /usr/sbin/anacron is executable: Debian's /etc/crontab leaves the daily/weekly/monthly runs to it
+    flavour: Flavour = FLAVOURS[DEFAULT_FLAVOUR]
     zone: str | None = None  # the host's time zone, when it can be told
     users: frozenset[str] = frozenset()
 
@@ -211,6 +265,38 @@ def _executable(root: Path, rel: str) -> bool:
     return stat.S_ISREG(st.st_mode) and bool(st.st_mode & 0o111)
 
 
+def _head(root: Path, rel: str, size: int) -> bytes | None:
+    """The first bytes of a regular file under the root, or None."""
+    try:
+        fd = os.open(_inside(root, rel), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except (_Refused, OSError):
+        return None
+    try:
+        return os.read(fd, size) if stat.S_ISREG(os.fstat(fd).st_mode) else None
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+
+
+def image_flavour(root: Path) -> str:
+    """The key of FLAVOURS whose rules the image's cron follows (see RUN_PARTS_PROGRAMS)."""
+    for rel in RUN_PARTS_PROGRAMS:
+        head = _head(root, rel, 4) or b""
+        for magic, flavour in RUN_PARTS_MAGIC:
+            if head.startswith(magic):
+                return flavour
+    for rel in OS_RELEASE:
+        try:
+            text = _read(root, rel)
+        except _Refused:
+            continue
+        fields = dict(line.partition("=")[::2] for line in text.splitlines() if "=" in line)
+        ids = [fields.get("ID", "").strip("\"' ")] + fields.get("ID_LIKE", "").strip("\"' ").split()
+        return next((OS_IDS[i] for i in ids if i in OS_IDS), DEFAULT_FLAVOUR)
+    return DEFAULT_FLAVOUR
+
+
 def read_host(root: Path) -> HostCron:
     """Everything cron reads on the host whose root is ROOT."""
     out = HostCron(root)
@@ -218,11 +304,12 @@ def read_host(root: Path) -> HostCron:
     out.users = frozenset(passwd)
     out.zone = host_zone(root)
     out.anacron = _executable(root, ANACRON)
+    out.flavour = flavour = FLAVOURS[image_flavour(root)]
     out.crontab = _file(root, ETC_CRONTAB, out)
     for name in _listing(root, CRON_D, out) or ():
         rel = f"{CRON_D}/{name}"
-        if not RUN_PARTS_NAME.fullmatch(name):
-            out.skipped.append(Unread(_shown(root, rel), SKIP_REASON))
+        if not flavour.cron_d.fullmatch(name):
+            out.skipped.append(Unread(_shown(root, rel), flavour.cron_d_reason))
         elif (crontab := _file(root, rel, out)) is not None:
             out.cron_d.append(crontab)
     for period in RUN_PARTS:
@@ -232,18 +319,18 @@ def read_host(root: Path) -> HostCron:
             continue
         scripts = []
         for name in names:
-            if not RUN_PARTS_NAME.fullmatch(name):
-                out.skipped.append(Unread(_shown(root, f"{rel}/{name}"), SKIP_REASON))
+            if not flavour.run_parts.fullmatch(name):
+                out.skipped.append(Unread(_shown(root, f"{rel}/{name}"), flavour.run_parts_reason))
             elif _executable(root, f"{rel}/{name}"):
                 scripts.append(name)
             else:
                 out.skipped.append(Unread(_shown(root, f"{rel}/{name}"), "run-parts skips it: not an executable regular file"))
         out.folders.append(Folder(_shown(root, rel), rel, period, tuple(scripts)))
     out.anacrontab = _file(root, ANACRONTAB, out)
-    for name in _listing(root, SPOOL, out) or ():
-        rel = f"{SPOOL}/{name}"
-        if name.startswith("."):  # crontab(1)'s temporary files; cron skips them
-            out.skipped.append(Unread(_shown(root, rel), "cron skips it: a hidden file (crontab(1)'s temporary files)"))
+    for name in _listing(root, flavour.spool, out) or ():
+        rel = f"{flavour.spool}/{name}"
+        if not flavour.spool_name.fullmatch(name):
+            out.skipped.append(Unread(_shown(root, rel), flavour.spool_reason))
             continue
         if (why := _spool_problem(root, rel, name, passwd)) is not None:
             out.unread.append(Unread(_shown(root, rel), why))
@@ -254,7 +341,7 @@ def read_host(root: Path) -> HostCron:
 
 
 def _spool_problem(root: Path, rel: str, name: str, passwd: dict[str, int]) -> str | None:
-    """Debian's cron (database.c): the file's name is the user; it must exist and own the file."""
+    """Debian's cron and cronie (database.c): the file's name is the user; it must exist and own the file."""
     if name not in passwd:
         return f"cron skips it: no user '{printable(name)}' in {_shown(root, PASSWD)} (cron: ORPHAN)"
     try:

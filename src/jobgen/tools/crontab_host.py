@@ -23,6 +23,7 @@ as tools/crontab.py reads a single file; what a host adds:
 
 from __future__ import annotations
 
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta
@@ -71,6 +72,16 @@ class HostImport:
         return {s.manifest: s.text for s in self.sources if s.manifest and s.text is not None}
 
 
+# cronie reads a cron.d name of any bytes but a few (host/crontabs.FLAVOURS): in a manifest's
+# file name every other byte is %XX, '%' included, so two names never share a file.
+FILE_NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789._-")
+
+
+def file_stem(name: str) -> str:
+    """A cron.d file's name as a manifest's: `man-db.cron` as it is, `a b` as `a%20b`."""
+    return "".join(chr(b) if b in FILE_NAME_BYTES else f"%{b:02X}" for b in os.fsencode(name))
+
+
 def run_parts_folder(command: tuple[str, ...]) -> str | None:
     """The period of the /etc/cron.PERIOD folder a command runs with run-parts, or None."""
     text = command[2] if len(command) == 3 and command[1] == "-c" else " ".join(command)
@@ -102,8 +113,7 @@ def import_host(cron, zone: str | None) -> HostImport:
         out.sources.append(src)
     for crontab in cron.cron_d:
         name = crontab.rel.rsplit("/", 1)[-1]
-        # cron.d names are run-parts names (host/crontabs.py), user names are user names: safe file names
-        src = Source(crontab.path, f"cron.d-{name}{MANIFEST_SUFFIX}", tool.read(crontab.text, name, system=True))
+        src = Source(crontab.path, f"cron.d-{file_stem(name)}{MANIFEST_SUFFIX}", tool.read(crontab.text, name, system=True))
         take(src, "/" + crontab.rel)
         out.sources.append(src)
     folders_at = len(out.sources)
@@ -114,15 +124,15 @@ def import_host(cron, zone: str | None) -> HostImport:
     for crontab in cron.spool:
         users = cron.users
         imported = tool.read(crontab.text, crontab.user, system=False, user=crontab.user, is_user=lambda w: w in users)
-        src = Source(crontab.path, f"user-{crontab.user}{MANIFEST_SUFFIX}", imported)
+        src = Source(crontab.path, f"user-{file_stem(crontab.user)}{MANIFEST_SUFFIX}", imported)
         take(src, "/" + crontab.rel)
         out.sources.append(src)
     if anacron is not None:  # after cron's: a folder cron runs too is imported at cron's time first
         _anacron_runners(anacron, runners, cron.anacron)
     kept = {period: _merge(period, rs) for period, rs in runners.items()}
     from_anacron = any(r.anacron is not None for rs in kept.values() for r in rs)
-    out.sources[folders_at:folders_at] = [
-        _folder(folder, kept.get(folder.period, []), anacron, cron.anacron, from_anacron) for folder in cron.folders]
+    folders = [_folder(folder, kept.get(folder.period, []), anacron, cron.anacron, from_anacron) for folder in cron.folders]
+    out.sources[folders_at:folders_at] = folders
 
     for src in out.sources:
         _settle(src, taken)
@@ -134,7 +144,25 @@ def import_host(cron, zone: str | None) -> HostImport:
                 if diffs := [d for text, calendars in runs for d in crontab_dst.differences(text, calendars, job_zone)]:
                     src.dst[job.line] = diffs
     out.report = _report(out, cron)
+    if anacron is not None and (twice := _anacron_twice(cron, anacron, folders)):
+        out.report.append(twice)
     return out
+
+
+def _anacron_twice(cron, tab: _Anacrontab, folders: list[Source]) -> str | None:
+    """Where anacron has a starter of its own (Debian's anacron package: anacron.timer, hourly,
+    and anacron.service), it goes on running the folders its anacrontab lines run after cron is
+    gone: an imported folder would then run twice. cronie-anacron is started by cron's 0anacron
+    and stops with cron: no line."""
+    timer = cron.flavour.anacron_timer
+    periods = {a.period for a in tab.lines}
+    twice = [f"/etc/cron.{folder.period}" for folder, src in zip(cron.folders, folders)
+             if src.imported.jobs and folder.period in periods]
+    if not (cron.anacron and timer and twice):
+        return None
+    return (f"{tab.source.path}: {REVIEW}: anacron is installed and {timer} starts it apart from cron; it runs "
+            f"{', '.join(twice)} from this file, whose scripts are now imported jobs: disable it (systemctl disable "
+            f"--now {timer}) or remove the anacron package once the jobs are applied, or those scripts run twice")
 
 
 def _with(timer: tuple[tuple[str, str], ...], **keys: str) -> tuple[tuple[str, str], ...]:
