@@ -172,7 +172,7 @@ MANIFEST = "jobgen: 1\ntarget: {systemd: '252'}\njobs:\n  backup:\n    command: 
 
 # Never on these paths, whoever would import them: TLS and HMAC (no network, no secret
 # is made), the zone database and sysconfig (only a manifest naming a time zone needs
-# them), packaging (only a target written as a range needs it), sockets, logging.
+# them), packaging (only a target clause it must explain needs it), sockets, logging.
 NEVER = {"ssl", "_ssl", "hmac", "secrets", "zoneinfo", "sysconfig", "packaging", "socket", "logging", "email"}
 # Not added by jobgen to what typer and jinja2 load: pickle, difflib (--diff imports it),
 # subprocess, ctypes (only a write syncs through it, write._syncfs), tempfile.
@@ -234,6 +234,16 @@ def test_check_loads_only_its_own_command_and_nothing_unused(tmp_path, manifest,
     assert loaded & NEVER == set()
     assert (loaded - floor) & NOT_OURS == set()
     assert loaded & (OTHER_COMMANDS | {"jobgen.cli.render", "jobgen.compiler.write", "jobgen.compiler.cache"}) == set()
+
+
+# A target that reads (none: the default >=252, a range, a preset) never loads packaging:
+# only a clause that is not an operator and a whole number does (target.py _plain_clause).
+@pytest.mark.parametrize("target", ["", "target: {systemd: '>=252,< 258'}\n", "target: {systemd: debian-12}\n"])
+def test_a_target_that_reads_loads_no_packaging(tmp_path, target):
+    path = tmp_path / "jobs.yaml"
+    path.write_text(MANIFEST.replace("target: {systemd: '252'}\n", target))
+    assert "packaging" not in _loaded(tmp_path, "check", str(path))
+    assert "packaging" not in _loaded(tmp_path, "render", str(path), "-o", str(tmp_path / "out"), "-q")
 
 
 def test_help_still_lists_every_command(tmp_path):

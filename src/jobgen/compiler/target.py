@@ -271,8 +271,11 @@ _OPERATORS = (">=", "<=", "==", ">", "<")
 
 
 def _clause(clause: str, whole: str) -> tuple[str, int]:
-    # Imported here: a target written as a release ("252", what the generator passes for
-    # the running systemd) or a preset never needs packaging (~10 ms at every boot).
+    if (plain := _plain_clause(clause)) is not None:
+        return plain
+    # Imported here: a release ("252", what the generator passes for the running systemd),
+    # a preset or a range of plain clauses (">=252", the default target) never needs
+    # packaging (some 10 ms at every render and boot).
     from packaging.specifiers import InvalidSpecifier, Specifier
 
     try:
@@ -293,6 +296,20 @@ def _clause(clause: str, whole: str) -> tuple[str, int]:
     if not _is_major(version):
         raise ValueError(f"{version!r} in systemd target {whole!r} is not a systemd major "
                          "release; write a whole number such as 252")
+    return op, int(version)
+
+
+def _plain_clause(clause: str) -> tuple[str, int] | None:
+    """(operator, release) of a clause that is one of _OPERATORS and a whole number written
+    as such (">=252", "< 258"), what packaging's Specifier reads it as; None for anything
+    else, which _clause hands to packaging (and its messages)."""
+    op = next((o for o in _OPERATORS if clause.startswith(o)), None)
+    if op is None:
+        return None
+    # Specifier strips the whitespace between operator and version as str.strip does.
+    version = clause[len(op):].strip()
+    if not (version.isascii() and version.isdigit()) or str(int(version)) != version:
+        return None  # '0252', '252.*', '=252' (of '===252'), 'v252', '': packaging decides
     return op, int(version)
 
 
