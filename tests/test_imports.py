@@ -177,6 +177,10 @@ NEVER = {"ssl", "_ssl", "hmac", "secrets", "zoneinfo", "sysconfig", "packaging",
 # Not added by jobgen to what typer and jinja2 load: pickle, difflib (--diff imports it),
 # subprocess, ctypes (only a write syncs through it, write._syncfs), tempfile.
 NOT_OURS = {"pickle", "difflib", "subprocess", "ctypes", "tempfile", "random", "inspect", "json.decoder"}
+# What a manifest of calendar schedules and argument lists (MANIFEST, most manifests) never
+# needs: the cron hint for a schedule that did not read, the shell-word reader for a command
+# written as one string.
+NOT_FOR_THIS_MANIFEST = {"jobgen.compiler.cron", "jobgen.compiler.shellwords"}
 OTHER_COMMANDS = {"jobgen.cli.apply", "jobgen.cli.run", "jobgen.cli.queue", "jobgen.cli.plan", "jobgen.cli.status",
                   "jobgen.cli.import_crontab", "jobgen.cli.schema", "jobgen.cli.lock", "jobgen.cli.directives"}
 
@@ -217,6 +221,7 @@ def test_render_loads_only_its_own_command_and_nothing_unused(tmp_path, manifest
     assert loaded & NEVER == set()
     assert (loaded - floor) & NOT_OURS == {"ctypes"}  # the write's syncfs
     assert loaded & OTHER_COMMANDS == set()
+    assert loaded & NOT_FOR_THIS_MANIFEST == set()
     assert {m for m in loaded if m.startswith(("jobgen.tools", "jobgen.host", "jobgen.runtime"))} == set()
     assert {"jinja2.compiler", "jinja2.lexer", "jinja2.parser"} <= loaded  # jinja2/__init__ imports them
 
@@ -232,6 +237,7 @@ def test_an_unchanged_render_writes_nothing_and_loads_no_ctypes(tmp_path, manife
 def test_check_loads_only_its_own_command_and_nothing_unused(tmp_path, manifest, floor):
     loaded = _loaded(tmp_path, "check", str(manifest))
     assert loaded & NEVER == set()
+    assert loaded & NOT_FOR_THIS_MANIFEST == set()
     assert (loaded - floor) & NOT_OURS == set()
     assert loaded & (OTHER_COMMANDS | {"jobgen.cli.render", "jobgen.compiler.write", "jobgen.compiler.cache"}) == set()
 

@@ -19,9 +19,12 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePath
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable
 
-from jobgen.compiler import cron, limits, names, notify, shellwords, timespec
+# cron (a hint for a schedule that did not read) and shellwords (a command written as one
+# string) are imported where they are used: a manifest of calendars and argument lists,
+# most of them, never needs them.
+from jobgen.compiler import limits, names, notify, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.escape import CONTROL, SURROGATE
 from jobgen.compiler.hardening import HARDENING
@@ -43,6 +46,9 @@ from jobgen.contract.policies import DEFAULT_OVERLAP, DEFAULT_SCOPE, OVERLAP, SC
 from jobgen.compiler.target import Target, parse_target
 from jobgen.contract import locks
 from jobgen.contract import queue as queue_contract
+
+if TYPE_CHECKING:
+    from jobgen.compiler import shellwords
 
 MANIFEST_VERSION = "1"
 
@@ -246,6 +252,8 @@ def argv(node: Node) -> tuple[str, ...]:
             words.append(item.value)
     else:
         text = _scalar(node, "a command (a list of arguments or a string)")
+        from jobgen.compiler import shellwords
+
         try:
             reading = shellwords.read(text)
         except ValueError as exc:
@@ -452,6 +460,8 @@ def _calendar(value: str) -> Schedule:
 
 def _not_a_calendar(value: str) -> str | None:
     """What the user probably wrote instead of a calendar expression: cron syntax or a time span."""
+    from jobgen.compiler import cron
+
     if hint := cron.suggestion(value):
         return hint
     if any(c.isalpha() for c in value):
