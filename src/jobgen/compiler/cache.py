@@ -35,7 +35,7 @@ import hashlib
 import json
 import os
 import stat
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 from jobgen.compiler import trust
@@ -47,8 +47,9 @@ KEEP = 64  # entries kept, the most recently used: one per output folder rendere
 _SEVERITIES = (ERROR, WARNING, NOTE)
 
 
-@dataclass(frozen=True)
-class Entry:
+# A named tuple: a frozen dataclass executes six generated methods when it is defined,
+# at every start of every render.
+class Entry(NamedTuple):
     key: str
     files: dict[str, tuple[int, str]]  # path in the output folder -> (size, sha256 hex)
     diagnostics: tuple[Diagnostic, ...]

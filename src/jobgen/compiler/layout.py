@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jobgen.compiler import header, limits
 from jobgen.compiler.diagnostics import ERROR, Diagnostic
@@ -26,8 +26,9 @@ from jobgen.compiler.diagnostics import ERROR, Diagnostic
 TMPFILES_DIR = "tmpfiles.d"  # where render.py puts the snippet in its own (flat) naming
 
 
-@dataclass(frozen=True)
-class Layout:
+# A table row, a named tuple (as target.py's ValueGate): a frozen dataclass executes six
+# generated methods when it is defined, at every start of every command.
+class Layout(NamedTuple):
     name: str
     units: str  # folder for .service/.timer/.target, relative to the output folder
     tmpfiles: str  # folder for tmpfiles.d(5) snippets

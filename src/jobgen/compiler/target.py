@@ -14,7 +14,6 @@ allowed for it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable, Mapping, NamedTuple
 
@@ -118,9 +117,11 @@ _PACKAGE_VERSION = re.compile(r"(?P<major>[0-9]+)(?:[.~+\-].*)?")
 _EXPECTED = "expected a version like '252', a range like '>=252,<258', or a preset"
 
 
-@dataclass(frozen=True)
-class Target:
-    """A range of systemd major releases: min..max inclusive (max None = open)."""
+class Target(NamedTuple):
+    """A range of systemd major releases: min..max inclusive (max None = open).
+
+    A named tuple (immutable, compared and hashed field by field) rather than a frozen
+    dataclass, whose six generated methods are executed at every start."""
 
     min: int
     max: int | None

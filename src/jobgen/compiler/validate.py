@@ -19,7 +19,7 @@ import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePath
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
 # cron (a hint for a schedule that did not read) and shellwords (a command written as one
 # string) are imported where they are used: a manifest of calendars and argument lists,
@@ -610,8 +610,9 @@ def lock(node: Node) -> LockSpec:
 # --------------------------------------------------------------------------- key tables
 
 
-@dataclass(frozen=True)
-class Writes:
+# Table rows are named tuples (as target.py's ValueGate): a frozen dataclass executes six
+# generated methods when it is defined, at every start of every command.
+class Writes(NamedTuple):
     """The directive a simple key writes as it is: plan.py walks these rows (its
     ``_RENDER[render]`` turns the model's value into the directive's value(s); None,
     False, 0 and empty write nothing). The key's name is the feature a version gate names."""
@@ -621,8 +622,7 @@ class Writes:
     render: str  # text | number | span | yes | units | environment | each
 
 
-@dataclass(frozen=True)
-class Key:
+class Key(NamedTuple):
     field: str  # model attribute it fills
     convert: Callable[[Node], Any]
     writes: Writes | None = None  # None: plan.py composes the key's directives itself
