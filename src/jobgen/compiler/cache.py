@@ -5,9 +5,9 @@ folder; the output tree stays write.py's.
 An entry is kept per output folder (named by the sha256 of its real path) and holds:
 
 * ``key``: sha256 over everything the compile reads: jobgen's own code and templates
-  (resources.code_digest, so an upgrade or an edit of a checkout is a miss), the
-  manifests' paths as given and their bytes, the target, --holder, --layout,
-  --package, --prune and --strict;
+  (resources.code_digest: their names, sizes, mtimes and inodes, so an upgrade or an
+  edit of a checkout is a miss), the manifests' paths as given and their bytes, the
+  target, --holder, --layout, --package, --prune and --strict;
 * per generated file its size and sha256, and what the render said besides the files
   (its warnings and notes, the target of each manifest, the layout's warning).
 
