@@ -1,6 +1,6 @@
 """The typed manifest: what validate.py produces and plan.py consumes.
 
-Plain frozen dataclasses; times are microseconds (systemd's own unit) and positions are
+Frozen dataclasses and named tuples; times are microseconds (systemd's own unit) and positions are
 kept per key so later stages (version gates in plan.py) can still point at the line
 that asked for a feature.
 """
@@ -8,7 +8,7 @@ that asked for a feature.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from jobgen.compiler.diagnostics import Pos
 from jobgen.compiler.hardening import HARDENING
@@ -41,8 +41,10 @@ class Schedule:
         return (self.calendar, *self.also) if self.calendar is not None else ()
 
 
-@dataclass(frozen=True)
-class Lock:
+# Lock and Queue: named tuples (immutable, compared and hashed field by field): a frozen
+# dataclass executes six generated methods when it is defined, at every start. The
+# classes plan.py copies with dataclasses.replace() stay dataclasses.
+class Lock(NamedTuple):
     scope: str
     name: str
     backend: str | None = None
@@ -56,8 +58,7 @@ class Lock:
         return SCOPES[self.scope]
 
 
-@dataclass(frozen=True)
-class Queue:
+class Queue(NamedTuple):
     """`queue:` of an `overlap: queue` job (README "overlap: queue")."""
 
     max_pending: int = 100

@@ -16,7 +16,6 @@ import posixpath
 import re
 import signal as _signal
 import unicodedata
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePath
 from typing import TYPE_CHECKING, Any, Callable, NamedTuple
@@ -547,9 +546,9 @@ def calendar_list(node: Seq) -> Schedule:
     return Schedule("calendar", calendar=calendars[0], also=tuple(calendars[1:]), has_timezone=zones != {None})
 
 
-@dataclass(frozen=True)
-class LockSpec:
-    """The lock as written; completed by ``_job_rules`` once the job is known."""
+class LockSpec(NamedTuple):
+    """The lock as written; completed by ``_job_rules`` once the job is known. A named
+    tuple: a frozen dataclass executes six generated methods at every start."""
 
     scope: str | None = None
     name: str | None = None
@@ -790,15 +789,16 @@ class _Problems:
         return sum(1 for d in self.items if d.severity == ERROR)
 
 
-@dataclass
 class _Seen:
     """What one job or worker wrote, beyond the values that converted. Cross-key rules
     ask this, so a key that is present but refused (already reported) is not reported
-    again as missing, and a refused value is not used to judge other keys."""
+    again as missing, and a refused value is not used to judge other keys. (A plain
+    class: a dataclass executes its generated methods at every start.)"""
 
-    keypos: dict[str, Pos]  # every known key written (own or from defaults), valid or not
-    failed: set[str]  # keys whose value was refused
-    meant: set[str]  # keys an unknown (misspelt) key was probably meant to be
+    def __init__(self, keypos: dict[str, Pos], failed: set[str], meant: set[str]):
+        self.keypos = keypos  # every known key written (own or from defaults), valid or not
+        self.failed = failed  # keys whose value was refused
+        self.meant = meant  # keys an unknown (misspelt) key was probably meant to be
 
     def wrote(self, key: str) -> bool:
         return key in self.keypos or key in self.meant
