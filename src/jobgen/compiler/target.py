@@ -110,7 +110,9 @@ _GATES_BY_DIRECTIVE: dict[tuple[str, str], list[ValueGate]] = {}
 for _gate in VALUE_GATES:
     _GATES_BY_DIRECTIVE.setdefault((_gate.section, _gate.directive), []).append(_gate)
 
-_CLAUSE = re.compile(r"(?P<op>===|>=|<=|==|!=|~=|>|<)?\s*(?P<version>[^<>=!~\s].*)")
+# Patterns that are not on every path are compiled at their first use (re's own cache):
+# _CLAUSE explains a clause packaging cannot read, _SYSTEMCTL_VERSION reads `--systemd auto`.
+_CLAUSE = r"(?P<op>===|>=|<=|==|!=|~=|>|<)?\s*(?P<version>[^<>=!~\s].*)"
 # A distribution version string: major, then anything after . ~ + - or space
 # ("252.38-1~deb12u1", "249.11-0ubuntu3", "252-46.el9_4").
 _PACKAGE_VERSION = re.compile(r"(?P<major>[0-9]+)(?:[.~+\-].*)?")
@@ -282,7 +284,7 @@ def _clause(clause: str, whole: str) -> tuple[str, int]:
     try:
         spec = Specifier(clause)
     except InvalidSpecifier:
-        m = _CLAUSE.fullmatch(clause)
+        m = re.fullmatch(_CLAUSE, clause)
         if not clause or not m or not m["op"] or m["op"] in _OPERATORS:
             raise ValueError(f"cannot read {clause!r} in systemd target {whole!r}; "
                              "expected clauses like '>=252', '<258' or '==257' joined by ','") from None
@@ -335,14 +337,14 @@ def _preset_list() -> str:
     return "one of " + ", ".join(sorted(PRESETS))
 
 
-_SYSTEMCTL_VERSION = re.compile(r"systemd (?P<major>[0-9]+)(?:[ .(~+\-]|$)")
+_SYSTEMCTL_VERSION = r"systemd (?P<major>[0-9]+)(?:[ .(~+\-]|$)"
 
 
 def parse_systemctl_version(output: str) -> int:
     """The major release from `systemctl --version` output, whose first line
     reads "systemd 252 (252.38-1~deb12u1)"."""
     first = output.strip().splitlines()[0] if output.strip() else ""
-    m = _SYSTEMCTL_VERSION.match(first)
+    m = re.match(_SYSTEMCTL_VERSION, first)
     if not m:
         raise ValueError(f"cannot read a systemd version from 'systemctl --version' output {first!r}")
     return int(m["major"])

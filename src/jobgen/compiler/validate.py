@@ -1029,7 +1029,7 @@ def _worker_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Probl
 _SHARED_USERS = ("nobody", "65534")
 # Names of variables that hold secrets. Unit files are world-readable (0644 in
 # /etc/systemd/system) and `systemctl show` prints Environment= to every local user.
-_SECRET_NAME = re.compile(r"PASSWORD|PASSWD|TOKEN|SECRET|API_?KEY", re.IGNORECASE)
+_SECRET_NAME = r"PASSWORD|PASSWD|TOKEN|SECRET|API_?KEY"  # compiled at its first use (re's cache): environment: only
 
 
 def _lint_user(what: str, node: Node, p: _Problems) -> None:
@@ -1044,7 +1044,7 @@ def _lint_user(what: str, node: Node, p: _Problems) -> None:
 
 def _lint_environment(what: str, node: Node, p: _Problems) -> None:
     for key, value in node.items if isinstance(node, Map) else ():
-        if _SECRET_NAME.search(key.value) and isinstance(value, Scalar) and value.value:
+        if re.search(_SECRET_NAME, key.value, re.IGNORECASE) and isinstance(value, Scalar) and value.value:
             p.warning(
                 key.pos,
                 f"{what}: 'environment': {key.value} looks like a secret, and unit files are readable by every local "
