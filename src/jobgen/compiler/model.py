@@ -23,9 +23,13 @@ LOCK_SCOPES = tuple(SCOPES)
 HARDENING_PROFILES = tuple(HARDENING)  # compiler/hardening.py: the one list of profiles
 SCHEDULE_KINDS = ("calendar", "every", "after_boot")
 
+# Schedule, Lock, Queue and Manifest are named tuples (immutable, compared and hashed field
+# by field; a copy with changes is ._replace()): a frozen dataclass executes six generated
+# methods when it is defined, at every start of every command. Common, Job and Worker,
+# which share fields by inheritance, stay dataclasses.
 
-@dataclass(frozen=True)
-class Schedule:
+
+class Schedule(NamedTuple):
     kind: str  # one of SCHEDULE_KINDS
     calendar: str | None = None  # normalized OnCalendar= expression (with time zone)
     usec: int | None = None  # for every / after_boot
@@ -41,9 +45,6 @@ class Schedule:
         return (self.calendar, *self.also) if self.calendar is not None else ()
 
 
-# Lock and Queue: named tuples (immutable, compared and hashed field by field): a frozen
-# dataclass executes six generated methods when it is defined, at every start. The
-# classes plan.py copies with dataclasses.replace() stay dataclasses.
 class Lock(NamedTuple):
     scope: str
     name: str
@@ -127,8 +128,7 @@ class Worker(Common):
     max_job_time_usec: int | None = None
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(NamedTuple):
     path: str
     target: Target | None
     target_pos: Pos | None
