@@ -252,6 +252,52 @@ def test_a_target_that_reads_loads_no_packaging(tmp_path, target):
     assert "packaging" not in _loaded(tmp_path, "render", str(path), "-o", str(tmp_path / "out"), "-q")
 
 
+# Defining a dataclass executes its generated methods (six for a frozen one, ten ordered)
+# at every start: some 0.5-1 ms each on this machine, paid by every render and boot. The
+# dataclasses a render and the generator still define, and why each is one; any other
+# record on these paths is a named tuple (immutable, ordered, hashed field by field) or a
+# plain class.
+DATACLASSES_ON_THE_PATH = {
+    # copied with dataclasses.replace() (plan.py, cli/queue.py) or shared by inheritance
+    "jobgen.compiler.model.Common", "jobgen.compiler.model.Job", "jobgen.compiler.model.Worker",
+    "jobgen.compiler.context.RunSpec", "jobgen.compiler.plan.UnitFile", "jobgen.compiler.plan.Plan",
+    "jobgen.compiler.timespec.Calendar", "jobgen.compiler.timespec.Search",
+    # fields left out of comparison (field(compare=False)), or mutable
+    "jobgen.compiler.load.Map", "jobgen.compiler.write.Recovery",
+    # keys of one lru_cache with each other: named tuples of equal fields would be equal
+    "jobgen.compiler.plan.Exec", "jobgen.compiler.plan.Env", "jobgen.compiler.plan.Raw",
+    # not yet looked at
+    "jobgen.compiler.plan._Block", "jobgen.compiler.timespec.Component", "jobgen.compiler.write.Change",
+}
+_DATACLASSES_AT_EXIT = _MODULES_AT_EXIT.replace(
+    'atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))',
+    'atexit.register(lambda: open(out, "w").write("\\n".join(sorted(f"{n}.{k}" for n, m in list(sys.modules.items())'
+    ' if n.startswith("jobgen") and m for k, v in vars(m).items()'
+    ' if isinstance(v, type) and v.__module__ == n and "__dataclass_fields__" in vars(v)))))')
+
+
+@pytest.mark.parametrize("command", ["render", "generator"])
+def test_only_the_listed_dataclasses_are_defined(tmp_path, manifest, command):
+    import subprocess
+    import sys
+
+    assert _DATACLASSES_AT_EXIT != _MODULES_AT_EXIT
+    out = tmp_path / "dataclasses.txt"
+    if command == "render":
+        args, env = ["render", str(manifest), "-o", str(tmp_path / "out"), "-q", "--no-cache"], None
+        script = _DATACLASSES_AT_EXIT
+    else:
+        import os
+
+        args, env = [str(tmp_path / "gen")], {**os.environ, "JOBGEN_MANIFEST_DIRS": str(tmp_path), "JOBGEN_GENERATOR_CACHE": ""}
+        script = _DATACLASSES_AT_EXIT.replace("from jobgen.cli import main", "from jobgen.cli.generator import main")
+    r = subprocess.run([sys.executable, "-c", script, str(out), *args], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    defined = set(out.read_text().split())
+    assert "jobgen.compiler.model.Job" in defined  # the probe sees them
+    assert defined - DATACLASSES_ON_THE_PATH == set()
+
+
 def test_help_still_lists_every_command(tmp_path):
     loaded = _loaded(tmp_path, "--help")
     assert OTHER_COMMANDS <= loaded
