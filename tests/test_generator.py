@@ -319,6 +319,8 @@ def test_with_manifests_only_what_compiling_them_needs_is_loaded(tmp_path: Path)
     assert r.returncode == 0 and (out / "export.timer").exists()
     assert "jobgen.compiler.render" in modules  # it did compile
     assert sorted(m for m in modules if m.split(".")[0] in ("typer", "click", "packaging", "secrets", "hmac", "zoneinfo")) == []
+    # It starts no program: of runtime/spawn.py it needs running_jobgen() (a path) alone.
+    assert "subprocess" not in modules
 
 
 def test_only_masked_manifests_write_nothing(tmp_path: Path) -> None:

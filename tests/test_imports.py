@@ -172,11 +172,15 @@ MANIFEST = "jobgen: 1\ntarget: {systemd: '252'}\njobs:\n  backup:\n    command: 
 
 # Never on these paths, whoever would import them: TLS and HMAC (no network, no secret
 # is made), the zone database and sysconfig (only a manifest naming a time zone needs
-# them), packaging (only a target written as a range needs it), sockets, logging.
+# them), packaging (only a target clause it must explain needs it), sockets, logging.
 NEVER = {"ssl", "_ssl", "hmac", "secrets", "zoneinfo", "sysconfig", "packaging", "socket", "logging", "email"}
 # Not added by jobgen to what typer and jinja2 load: pickle, difflib (--diff imports it),
 # subprocess, ctypes (only a write syncs through it, write._syncfs), tempfile.
 NOT_OURS = {"pickle", "difflib", "subprocess", "ctypes", "tempfile", "random", "inspect", "json.decoder"}
+# What a manifest of calendar schedules and argument lists (MANIFEST, most manifests) never
+# needs: the cron hint for a schedule that did not read, the shell-word reader for a command
+# written as one string.
+NOT_FOR_THIS_MANIFEST = {"jobgen.compiler.cron", "jobgen.compiler.shellwords"}
 OTHER_COMMANDS = {"jobgen.cli.apply", "jobgen.cli.run", "jobgen.cli.queue", "jobgen.cli.plan", "jobgen.cli.status",
                   "jobgen.cli.import_crontab", "jobgen.cli.schema", "jobgen.cli.lock", "jobgen.cli.directives"}
 
@@ -217,6 +221,7 @@ def test_render_loads_only_its_own_command_and_nothing_unused(tmp_path, manifest
     assert loaded & NEVER == set()
     assert (loaded - floor) & NOT_OURS == {"ctypes"}  # the write's syncfs
     assert loaded & OTHER_COMMANDS == set()
+    assert loaded & NOT_FOR_THIS_MANIFEST == set()
     assert {m for m in loaded if m.startswith(("jobgen.tools", "jobgen.host", "jobgen.runtime"))} == set()
     assert {"jinja2.compiler", "jinja2.lexer", "jinja2.parser"} <= loaded  # jinja2/__init__ imports them
 
@@ -232,8 +237,65 @@ def test_an_unchanged_render_writes_nothing_and_loads_no_ctypes(tmp_path, manife
 def test_check_loads_only_its_own_command_and_nothing_unused(tmp_path, manifest, floor):
     loaded = _loaded(tmp_path, "check", str(manifest))
     assert loaded & NEVER == set()
+    assert loaded & NOT_FOR_THIS_MANIFEST == set()
     assert (loaded - floor) & NOT_OURS == set()
     assert loaded & (OTHER_COMMANDS | {"jobgen.cli.render", "jobgen.compiler.write", "jobgen.compiler.cache"}) == set()
+
+
+# A target that reads (none: the default >=252, a range, a preset) never loads packaging:
+# only a clause that is not an operator and a whole number does (target.py _plain_clause).
+@pytest.mark.parametrize("target", ["", "target: {systemd: '>=252,< 258'}\n", "target: {systemd: debian-12}\n"])
+def test_a_target_that_reads_loads_no_packaging(tmp_path, target):
+    path = tmp_path / "jobs.yaml"
+    path.write_text(MANIFEST.replace("target: {systemd: '252'}\n", target))
+    assert "packaging" not in _loaded(tmp_path, "check", str(path))
+    assert "packaging" not in _loaded(tmp_path, "render", str(path), "-o", str(tmp_path / "out"), "-q")
+
+
+# Defining a dataclass executes its generated methods (six for a frozen one, ten ordered)
+# at every start: some 0.5-1 ms each on this machine, paid by every render and boot. The
+# dataclasses a render and the generator still define, and why each is one; any other
+# record on these paths is a named tuple (immutable, ordered, hashed field by field) or a
+# plain class.
+DATACLASSES_ON_THE_PATH = {
+    # copied with dataclasses.replace() (plan.py, cli/queue.py) or shared by inheritance
+    "jobgen.compiler.model.Common", "jobgen.compiler.model.Job", "jobgen.compiler.model.Worker",
+    "jobgen.compiler.context.RunSpec", "jobgen.compiler.plan.UnitFile", "jobgen.compiler.plan.Plan",
+    "jobgen.compiler.timespec.Calendar", "jobgen.compiler.timespec.Search",
+    # fields left out of comparison (field(compare=False)), or mutable
+    "jobgen.compiler.load.Map", "jobgen.compiler.write.Recovery",
+    # keys of one lru_cache with each other: named tuples of equal fields would be equal
+    "jobgen.compiler.plan.Exec", "jobgen.compiler.plan.Env", "jobgen.compiler.plan.Raw",
+    # not yet looked at
+    "jobgen.compiler.plan._Block", "jobgen.compiler.timespec.Component", "jobgen.compiler.write.Change",
+}
+_DATACLASSES_AT_EXIT = _MODULES_AT_EXIT.replace(
+    'atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))',
+    'atexit.register(lambda: open(out, "w").write("\\n".join(sorted(f"{n}.{k}" for n, m in list(sys.modules.items())'
+    ' if n.startswith("jobgen") and m for k, v in vars(m).items()'
+    ' if isinstance(v, type) and v.__module__ == n and "__dataclass_fields__" in vars(v)))))')
+
+
+@pytest.mark.parametrize("command", ["render", "generator"])
+def test_only_the_listed_dataclasses_are_defined(tmp_path, manifest, command):
+    import subprocess
+    import sys
+
+    assert _DATACLASSES_AT_EXIT != _MODULES_AT_EXIT
+    out = tmp_path / "dataclasses.txt"
+    if command == "render":
+        args, env = ["render", str(manifest), "-o", str(tmp_path / "out"), "-q", "--no-cache"], None
+        script = _DATACLASSES_AT_EXIT
+    else:
+        import os
+
+        args, env = [str(tmp_path / "gen")], {**os.environ, "JOBGEN_MANIFEST_DIRS": str(tmp_path), "JOBGEN_GENERATOR_CACHE": ""}
+        script = _DATACLASSES_AT_EXIT.replace("from jobgen.cli import main", "from jobgen.cli.generator import main")
+    r = subprocess.run([sys.executable, "-c", script, str(out), *args], capture_output=True, text=True, cwd=tmp_path, env=env)
+    assert r.returncode == 0, r.stderr
+    defined = set(out.read_text().split())
+    assert "jobgen.compiler.model.Job" in defined  # the probe sees them
+    assert defined - DATACLASSES_ON_THE_PATH == set()
 
 
 def test_help_still_lists_every_command(tmp_path):

@@ -245,3 +245,28 @@ def test_a_home_kept_by_sudo_is_not_used(manifest: Path, tmp_path: Path) -> None
     assert r.returncode == 0 and r.compiled
     assert r.stderr.splitlines()[0] == f"jobgen: note: render cache not used: {home} belongs to uid {NOBODY}, not to root; rendering without it"
     assert not (home / ".cache/jobgen/render").exists()
+
+
+def test_the_code_marks_see_an_edit_in_place_and_ignore_bytecode(tmp_path: Path) -> None:
+    """The key names jobgen's sources by name, size, mtime and inode (resources._marks):
+    an edit that keeps the size is a new mark; a __pycache__ file (written by imports) is none."""
+    from jobgen.compiler import resources
+
+    pkg = tmp_path / "pkg"
+    (pkg / "sub" / "__pycache__").mkdir(parents=True)
+    (pkg / "a.py").write_text("A = 1\n")
+    (pkg / "sub" / "t.j2").write_text("x\n")
+    (pkg / "notes.txt").write_text("not code\n")
+
+    def marks() -> list[str]:
+        found: list[str] = []
+        resources._marks(str(pkg), found)
+        return found
+
+    before = marks()
+    assert [m.split("\0")[0] for m in before] == [str(pkg / "a.py"), str(pkg / "sub" / "t.j2")]
+    (pkg / "sub" / "__pycache__" / "a.cpython-311.pyc").write_bytes(b"\0" * 10)
+    assert marks() == before
+    (pkg / "a.py").write_text("A = 2\n")
+    os.utime(pkg / "a.py", ns=(1, 1))  # a different mtime, whatever the clock's resolution
+    assert marks() != before

@@ -9,6 +9,7 @@ from jobgen.compiler.target import (
     PRESETS,
     SupportRow,
     Target,
+    _plain_clause,
     parse_systemctl_version,
     parse_target,
     supported_directives,
@@ -292,3 +293,31 @@ def test_specifier_forms_a_target_does_not_take(text, message):
     with pytest.raises(ValueError) as caught:
         parse_target(text)
     assert str(caught.value) == message
+
+
+# A clause of the plain form (an operator and a whole number) is read without importing
+# packaging, as packaging's Specifier reads it; every other form is left to packaging.
+@pytest.mark.parametrize("clause, plain", [
+    (">=252", (">=", 252)),
+    ("<258", ("<", 258)),
+    ("> 252", (">", 252)),
+    ("<=\t257", ("<=", 257)),
+    ("==257", ("==", 257)),
+    ("===252", None),
+    ("==0252", None),
+    (">=v252", None),
+    ("==252.*", None),
+    (">=252.0", None),
+    ("~=252", None),
+    ("!=252", None),
+    (">=２５２", None),  # fullwidth digits: isdigit(), not a version
+    (">=", None),
+    ("252", None),
+])
+def test_plain_clauses_read_as_packaging_reads_them(clause, plain):
+    from packaging.specifiers import Specifier
+
+    assert _plain_clause(clause) == plain
+    if plain is not None:
+        spec = Specifier(clause)
+        assert (spec.operator, spec.version) == (plain[0], str(plain[1]))

@@ -5,9 +5,9 @@ folder; the output tree stays write.py's.
 An entry is kept per output folder (named by the sha256 of its real path) and holds:
 
 * ``key``: sha256 over everything the compile reads: jobgen's own code and templates
-  (resources.code_digest, so an upgrade or an edit of a checkout is a miss), the
-  manifests' paths as given and their bytes, the target, --holder, --layout,
-  --package, --prune and --strict;
+  (resources.code_digest: their names, sizes, mtimes and inodes, so an upgrade or an
+  edit of a checkout is a miss), the manifests' paths as given and their bytes, the
+  target, --holder, --layout, --package, --prune and --strict;
 * per generated file its size and sha256, and what the render said besides the files
   (its warnings and notes, the target of each manifest, the layout's warning).
 
@@ -35,7 +35,7 @@ import hashlib
 import json
 import os
 import stat
-from dataclasses import dataclass
+from typing import NamedTuple
 from pathlib import Path
 
 from jobgen.compiler import trust
@@ -47,8 +47,9 @@ KEEP = 64  # entries kept, the most recently used: one per output folder rendere
 _SEVERITIES = (ERROR, WARNING, NOTE)
 
 
-@dataclass(frozen=True)
-class Entry:
+# A named tuple: a frozen dataclass executes six generated methods when it is defined,
+# at every start of every render.
+class Entry(NamedTuple):
     key: str
     files: dict[str, tuple[int, str]]  # path in the output folder -> (size, sha256 hex)
     diagnostics: tuple[Diagnostic, ...]

@@ -14,7 +14,7 @@ them by attribute so that plan.py, which builds units, can import it.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from jobgen.compiler import timespec
 from jobgen.contract import outcomes
@@ -67,8 +67,9 @@ def _span(values: list) -> int | None:
     return None if usec == timespec.USEC_INFINITY else usec
 
 
-@dataclass(frozen=True)
-class Property:
+# A table row, a named tuple (as target.py's ValueGate): a frozen dataclass executes six
+# generated methods when it is defined, at every start of every command.
+class Property(NamedTuple):
     directive: str  # [Service] directive
     field: str  # RunSpec field
     read: Callable[[list], Any]  # the unit's values of the directive, in order -> the field

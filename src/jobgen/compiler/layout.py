@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jobgen.compiler import header, limits
 from jobgen.compiler.diagnostics import ERROR, Diagnostic
@@ -26,8 +26,9 @@ from jobgen.compiler.diagnostics import ERROR, Diagnostic
 TMPFILES_DIR = "tmpfiles.d"  # where render.py puts the snippet in its own (flat) naming
 
 
-@dataclass(frozen=True)
-class Layout:
+# A table row, a named tuple (as target.py's ValueGate): a frozen dataclass executes six
+# generated methods when it is defined, at every start of every command.
+class Layout(NamedTuple):
     name: str
     units: str  # folder for .service/.timer/.target, relative to the output folder
     tmpfiles: str  # folder for tmpfiles.d(5) snippets
@@ -116,7 +117,7 @@ LAYOUTS: dict[str, Layout] = {
 }
 
 # Debian Policy 5.6.7: binary package names.
-_PACKAGE_NAME = re.compile(r"[a-z0-9][a-z0-9+.-]+")
+_PACKAGE_NAME = r"[a-z0-9][a-z0-9+.-]+"  # compiled at its first use (re's cache): --package only
 
 
 class LayoutError(ValueError):
@@ -128,7 +129,7 @@ def check_package(layout: Layout, package: str | None) -> None:
         raise LayoutError(f"--layout {layout.name} needs --package PKG (the binary package in debian/control)")
     if package and not layout.needs_package:
         raise LayoutError(f"--package is for --layout debian; --layout {layout.name} names no package")
-    if package and not _PACKAGE_NAME.fullmatch(package):
+    if package and not re.fullmatch(_PACKAGE_NAME, package):
         raise LayoutError(f"--package {package!r}: a Debian package name is lower-case letters, digits and +-. (at least two, starting with a letter or digit)")
     if package and name_limit(layout, package) < 1:
         # PKG.NAME-drain.service and PKG.tmpfiles are each one file name (NAME_MAX).

@@ -23,7 +23,7 @@ value sizes and alias expansion as the tree is counted with every alias expanded
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Union
+from typing import NamedTuple, Union
 
 import yaml
 from yaml.composer import ComposerError
@@ -32,16 +32,16 @@ from jobgen.compiler import limits
 from jobgen.compiler.diagnostics import ERROR, Diagnostic, ManifestError, Pos
 
 
-@dataclass(frozen=True)
-class Scalar:
+# Scalar and Seq: named tuples (immutable, compared and hashed field by field), made for
+# every node read, and cheaper to define and to make than frozen dataclasses (diagnostics.py).
+class Scalar(NamedTuple):
     value: str
     pos: Pos
     # An unquoted empty or "~"/"null" scalar is YAML's null: ``key:`` with nothing after.
     is_null: bool = False
 
 
-@dataclass(frozen=True)
-class Seq:
+class Seq(NamedTuple):
     items: tuple["Node", ...]
     pos: Pos
 

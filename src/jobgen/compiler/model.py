@@ -1,6 +1,6 @@
 """The typed manifest: what validate.py produces and plan.py consumes.
 
-Plain frozen dataclasses; times are microseconds (systemd's own unit) and positions are
+Frozen dataclasses and named tuples; times are microseconds (systemd's own unit) and positions are
 kept per key so later stages (version gates in plan.py) can still point at the line
 that asked for a feature.
 """
@@ -8,7 +8,7 @@ that asked for a feature.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Mapping
+from typing import Mapping, NamedTuple
 
 from jobgen.compiler.diagnostics import Pos
 from jobgen.compiler.hardening import HARDENING
@@ -23,9 +23,13 @@ LOCK_SCOPES = tuple(SCOPES)
 HARDENING_PROFILES = tuple(HARDENING)  # compiler/hardening.py: the one list of profiles
 SCHEDULE_KINDS = ("calendar", "every", "after_boot")
 
+# Schedule, Lock, Queue and Manifest are named tuples (immutable, compared and hashed field
+# by field; a copy with changes is ._replace()): a frozen dataclass executes six generated
+# methods when it is defined, at every start of every command. Common, Job and Worker,
+# which share fields by inheritance, stay dataclasses.
 
-@dataclass(frozen=True)
-class Schedule:
+
+class Schedule(NamedTuple):
     kind: str  # one of SCHEDULE_KINDS
     calendar: str | None = None  # normalized OnCalendar= expression (with time zone)
     usec: int | None = None  # for every / after_boot
@@ -41,8 +45,7 @@ class Schedule:
         return (self.calendar, *self.also) if self.calendar is not None else ()
 
 
-@dataclass(frozen=True)
-class Lock:
+class Lock(NamedTuple):
     scope: str
     name: str
     backend: str | None = None
@@ -56,8 +59,7 @@ class Lock:
         return SCOPES[self.scope]
 
 
-@dataclass(frozen=True)
-class Queue:
+class Queue(NamedTuple):
     """`queue:` of an `overlap: queue` job (README "overlap: queue")."""
 
     max_pending: int = 100
@@ -126,8 +128,7 @@ class Worker(Common):
     max_job_time_usec: int | None = None
 
 
-@dataclass(frozen=True)
-class Manifest:
+class Manifest(NamedTuple):
     path: str
     target: Target | None
     target_pos: Pos | None

@@ -6,8 +6,7 @@ prints, exits or writes. Manifests compiled together follow compiler/merge.py's 
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import dataclass
+from typing import NamedTuple
 
 from jobgen.compiler import load, plan, render, validate
 from jobgen.compiler.diagnostics import Diagnostic
@@ -15,8 +14,7 @@ from jobgen.compiler.model import Manifest
 from jobgen.compiler.target import Target
 
 
-@dataclass(frozen=True)
-class Result:
+class Result(NamedTuple):  # a named tuple: no generated dataclass methods to execute at start
     plan: plan.Plan
     files: dict[str, bytes]
     diagnostics: tuple[Diagnostic, ...]  # warnings and notes; errors raise ManifestError
@@ -34,7 +32,7 @@ def build(path: str, target: Target | None = None, holder: str = plan.DEFAULT_HO
         tree = load.load_bytes(load.read_file(path) if data is None else data, path)
     manifest, warnings = validate.validate(tree, path, target)
     if manifest.target is None and running is not None:
-        manifest = dataclasses.replace(manifest, target=running)
+        manifest = manifest._replace(target=running)
     the_plan = plan.plan(manifest, holder=holder)
     return Result(the_plan, render.render(the_plan), tuple(sorted(set(warnings) | set(the_plan.notes))), manifest)
 

@@ -771,7 +771,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     ]
     # The drainer: the job's lock around `jobgen drain`; it loops until the queue is empty.
     # No TimeoutStartSec from 'timeout': one drain runs many requests (each one is bounded).
-    drain_job = replace(job, command=drain_cmd, overlap=policies.SKIP, timeout_usec=None, schedule=replace(job.schedule, kind="every"),
+    drain_job = replace(job, command=drain_cmd, overlap=policies.SKIP, timeout_usec=None, schedule=job.schedule._replace(kind="every"),
                         mail_on_failure=None)  # added below, under the drainer's own name
     drain_units, _, lines = _job_files(ctx, drain_job)
     (svc,) = [u for u in drain_units if u.kind == "service"]

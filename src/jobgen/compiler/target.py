@@ -14,7 +14,6 @@ allowed for it.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 from functools import lru_cache
 from typing import Callable, Iterable, Mapping, NamedTuple
 
@@ -111,16 +110,20 @@ _GATES_BY_DIRECTIVE: dict[tuple[str, str], list[ValueGate]] = {}
 for _gate in VALUE_GATES:
     _GATES_BY_DIRECTIVE.setdefault((_gate.section, _gate.directive), []).append(_gate)
 
-_CLAUSE = re.compile(r"(?P<op>===|>=|<=|==|!=|~=|>|<)?\s*(?P<version>[^<>=!~\s].*)")
+# Patterns that are not on every path are compiled at their first use (re's own cache):
+# _CLAUSE explains a clause packaging cannot read, _SYSTEMCTL_VERSION reads `--systemd auto`.
+_CLAUSE = r"(?P<op>===|>=|<=|==|!=|~=|>|<)?\s*(?P<version>[^<>=!~\s].*)"
 # A distribution version string: major, then anything after . ~ + - or space
 # ("252.38-1~deb12u1", "249.11-0ubuntu3", "252-46.el9_4").
 _PACKAGE_VERSION = re.compile(r"(?P<major>[0-9]+)(?:[.~+\-].*)?")
 _EXPECTED = "expected a version like '252', a range like '>=252,<258', or a preset"
 
 
-@dataclass(frozen=True)
-class Target:
-    """A range of systemd major releases: min..max inclusive (max None = open)."""
+class Target(NamedTuple):
+    """A range of systemd major releases: min..max inclusive (max None = open).
+
+    A named tuple (immutable, compared and hashed field by field) rather than a frozen
+    dataclass, whose six generated methods are executed at every start."""
 
     min: int
     max: int | None
@@ -271,14 +274,17 @@ _OPERATORS = (">=", "<=", "==", ">", "<")
 
 
 def _clause(clause: str, whole: str) -> tuple[str, int]:
-    # Imported here: a target written as a release ("252", what the generator passes for
-    # the running systemd) or a preset never needs packaging (~10 ms at every boot).
+    if (plain := _plain_clause(clause)) is not None:
+        return plain
+    # Imported here: a release ("252", what the generator passes for the running systemd),
+    # a preset or a range of plain clauses (">=252", the default target) never needs
+    # packaging (some 10 ms at every render and boot).
     from packaging.specifiers import InvalidSpecifier, Specifier
 
     try:
         spec = Specifier(clause)
     except InvalidSpecifier:
-        m = _CLAUSE.fullmatch(clause)
+        m = re.fullmatch(_CLAUSE, clause)
         if not clause or not m or not m["op"] or m["op"] in _OPERATORS:
             raise ValueError(f"cannot read {clause!r} in systemd target {whole!r}; "
                              "expected clauses like '>=252', '<258' or '==257' joined by ','") from None
@@ -293,6 +299,20 @@ def _clause(clause: str, whole: str) -> tuple[str, int]:
     if not _is_major(version):
         raise ValueError(f"{version!r} in systemd target {whole!r} is not a systemd major "
                          "release; write a whole number such as 252")
+    return op, int(version)
+
+
+def _plain_clause(clause: str) -> tuple[str, int] | None:
+    """(operator, release) of a clause that is one of _OPERATORS and a whole number written
+    as such (">=252", "< 258"), what packaging's Specifier reads it as; None for anything
+    else, which _clause hands to packaging (and its messages)."""
+    op = next((o for o in _OPERATORS if clause.startswith(o)), None)
+    if op is None:
+        return None
+    # Specifier strips the whitespace between operator and version as str.strip does.
+    version = clause[len(op):].strip()
+    if not (version.isascii() and version.isdigit()) or str(int(version)) != version:
+        return None  # '0252', '252.*', '=252' (of '===252'), 'v252', '': packaging decides
     return op, int(version)
 
 
@@ -317,14 +337,14 @@ def _preset_list() -> str:
     return "one of " + ", ".join(sorted(PRESETS))
 
 
-_SYSTEMCTL_VERSION = re.compile(r"systemd (?P<major>[0-9]+)(?:[ .(~+\-]|$)")
+_SYSTEMCTL_VERSION = r"systemd (?P<major>[0-9]+)(?:[ .(~+\-]|$)"
 
 
 def parse_systemctl_version(output: str) -> int:
     """The major release from `systemctl --version` output, whose first line
     reads "systemd 252 (252.38-1~deb12u1)"."""
     first = output.strip().splitlines()[0] if output.strip() else ""
-    m = _SYSTEMCTL_VERSION.match(first)
+    m = re.match(_SYSTEMCTL_VERSION, first)
     if not m:
         raise ValueError(f"cannot read a systemd version from 'systemctl --version' output {first!r}")
     return int(m["major"])

@@ -16,12 +16,14 @@ import posixpath
 import re
 import signal as _signal
 import unicodedata
-from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import PurePath
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, NamedTuple
 
-from jobgen.compiler import cron, limits, names, notify, shellwords, timespec
+# cron (a hint for a schedule that did not read) and shellwords (a command written as one
+# string) are imported where they are used: a manifest of calendars and argument lists,
+# most of them, never needs them.
+from jobgen.compiler import limits, names, notify, timespec
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
 from jobgen.compiler.escape import SURROGATE, search_control
 from jobgen.compiler.hardening import HARDENING
@@ -43,6 +45,9 @@ from jobgen.contract.policies import DEFAULT_OVERLAP, DEFAULT_SCOPE, OVERLAP, SC
 from jobgen.compiler.target import Target, parse_target
 from jobgen.contract import locks
 from jobgen.contract import queue as queue_contract
+
+if TYPE_CHECKING:
+    from jobgen.compiler import shellwords
 
 MANIFEST_VERSION = "1"
 
@@ -246,6 +251,8 @@ def argv(node: Node) -> tuple[str, ...]:
             words.append(item.value)
     else:
         text = _scalar(node, "a command (a list of arguments or a string)")
+        from jobgen.compiler import shellwords
+
         try:
             reading = shellwords.read(text)
         except ValueError as exc:
@@ -452,6 +459,8 @@ def _calendar(value: str) -> Schedule:
 
 def _not_a_calendar(value: str) -> str | None:
     """What the user probably wrote instead of a calendar expression: cron syntax or a time span."""
+    from jobgen.compiler import cron
+
     if hint := cron.suggestion(value):
         return hint
     if any(c.isalpha() for c in value):
@@ -537,9 +546,9 @@ def calendar_list(node: Seq) -> Schedule:
     return Schedule("calendar", calendar=calendars[0], also=tuple(calendars[1:]), has_timezone=zones != {None})
 
 
-@dataclass(frozen=True)
-class LockSpec:
-    """The lock as written; completed by ``_job_rules`` once the job is known."""
+class LockSpec(NamedTuple):
+    """The lock as written; completed by ``_job_rules`` once the job is known. A named
+    tuple: a frozen dataclass executes six generated methods at every start."""
 
     scope: str | None = None
     name: str | None = None
@@ -600,8 +609,9 @@ def lock(node: Node) -> LockSpec:
 # --------------------------------------------------------------------------- key tables
 
 
-@dataclass(frozen=True)
-class Writes:
+# Table rows are named tuples (as target.py's ValueGate): a frozen dataclass executes six
+# generated methods when it is defined, at every start of every command.
+class Writes(NamedTuple):
     """The directive a simple key writes as it is: plan.py walks these rows (its
     ``_RENDER[render]`` turns the model's value into the directive's value(s); None,
     False, 0 and empty write nothing). The key's name is the feature a version gate names."""
@@ -611,8 +621,7 @@ class Writes:
     render: str  # text | number | span | yes | units | environment | each
 
 
-@dataclass(frozen=True)
-class Key:
+class Key(NamedTuple):
     field: str  # model attribute it fills
     convert: Callable[[Node], Any]
     writes: Writes | None = None  # None: plan.py composes the key's directives itself
@@ -786,15 +795,16 @@ class _Problems:
         return self.errors
 
 
-@dataclass
 class _Seen:
     """What one job or worker wrote, beyond the values that converted. Cross-key rules
     ask this, so a key that is present but refused (already reported) is not reported
-    again as missing, and a refused value is not used to judge other keys."""
+    again as missing, and a refused value is not used to judge other keys. (A plain
+    class: a dataclass executes its generated methods at every start.)"""
 
-    keypos: dict[str, Pos]  # every known key written (own or from defaults), valid or not
-    failed: set[str]  # keys whose value was refused
-    meant: set[str]  # keys an unknown (misspelt) key was probably meant to be
+    def __init__(self, keypos: dict[str, Pos], failed: set[str], meant: set[str]):
+        self.keypos = keypos  # every known key written (own or from defaults), valid or not
+        self.failed = failed  # keys whose value was refused
+        self.meant = meant  # keys an unknown (misspelt) key was probably meant to be
 
     def wrote(self, key: str) -> bool:
         return key in self.keypos or key in self.meant
@@ -1025,7 +1035,7 @@ def _worker_rules(name: str, v: dict[str, Any], seen: _Seen, pos: Pos, p: _Probl
 _SHARED_USERS = ("nobody", "65534")
 # Names of variables that hold secrets. Unit files are world-readable (0644 in
 # /etc/systemd/system) and `systemctl show` prints Environment= to every local user.
-_SECRET_NAME = re.compile(r"PASSWORD|PASSWD|TOKEN|SECRET|API_?KEY", re.IGNORECASE)
+_SECRET_NAME = r"PASSWORD|PASSWD|TOKEN|SECRET|API_?KEY"  # compiled at its first use (re's cache): environment: only
 
 
 def _lint_user(what: str, node: Node, p: _Problems) -> None:
@@ -1040,7 +1050,7 @@ def _lint_user(what: str, node: Node, p: _Problems) -> None:
 
 def _lint_environment(what: str, node: Node, p: _Problems) -> None:
     for key, value in node.items if isinstance(node, Map) else ():
-        if _SECRET_NAME.search(key.value) and isinstance(value, Scalar) and value.value:
+        if re.search(_SECRET_NAME, key.value, re.IGNORECASE) and isinstance(value, Scalar) and value.value:
             p.warning(
                 key.pos,
                 f"{what}: 'environment': {key.value} looks like a secret, and unit files are readable by every local "

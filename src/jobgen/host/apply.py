@@ -30,7 +30,6 @@ Rules the plan keeps (README: Deploying):
 
 from __future__ import annotations
 
-import dataclasses
 import os
 import stat
 import subprocess
@@ -346,7 +345,7 @@ def holder_warnings(result, holder: str, root: Path, image: bool, running: str |
                    f"(status=203/EXEC); give --holder the path of jobgen there{hint}")
         for name, pos in result.plan.holder_jobs
     ]
-    return dataclasses.replace(result, diagnostics=tuple(sorted(set(result.diagnostics) | set(found))))
+    return result._replace(diagnostics=tuple(sorted(set(result.diagnostics) | set(found))))
 
 
 def host_problem(where: Where, check: bool) -> str | None:

@@ -41,9 +41,8 @@ from __future__ import annotations
 import os
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 from jobgen.compiler import header
 from jobgen.compiler.diagnostics import ERROR, WARNING, Diagnostic, ManifestError, Pos
@@ -92,20 +91,21 @@ def discover(dirs: tuple[str, ...]) -> list[Path]:
     return [Path(p) for p in sources.discover(dirs)]
 
 
-@dataclass
+# Plain classes and a named tuple, not dataclasses: a dataclass executes its generated
+# methods when it is defined, at every boot and daemon-reload.
 class Outcome:
     """What one generator run produces: files (path relative to the normal folder ->
     bytes), .wants links (link -> target) and the problems of every manifest."""
 
-    files: dict[str, bytes] = field(default_factory=dict)
-    links: dict[str, str] = field(default_factory=dict)
-    diagnostics: list[Diagnostic] = field(default_factory=list)
-    skipped: list[str] = field(default_factory=list)
-    left: list[str] = field(default_factory=list)  # not reached before the deadline
+    def __init__(self) -> None:
+        self.files: dict[str, bytes] = {}
+        self.links: dict[str, str] = {}
+        self.diagnostics: list[Diagnostic] = []
+        self.skipped: list[str] = []
+        self.left: list[str] = []  # not reached before the deadline
 
 
-@dataclass(frozen=True)
-class _Compiled:
+class _Compiled(NamedTuple):
     path: str
     units: dict[str, bytes]  # unit file name -> bytes
     tmpfiles: bytes | None

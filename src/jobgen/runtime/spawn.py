@@ -22,11 +22,14 @@ from __future__ import annotations
 
 import errno
 import os
-import subprocess
 import sys
+from typing import TYPE_CHECKING
 
 import jobgen
 from jobgen.contract.locks import DEFAULT_HOLDER
+
+if TYPE_CHECKING:
+    import subprocess
 
 NEUTRAL_CWD = "/"
 
@@ -78,6 +81,10 @@ def program(name: str) -> str:
 
 def run(argv, **kwargs) -> subprocess.CompletedProcess:
     """subprocess.run for a system program named without a folder: found by program()."""
+    # Imported here: jobgen-generator asks this module only for running_jobgen(), and
+    # subprocess (with signal, selectors, locale) is some 5 ms of every cold run.
+    import subprocess
+
     argv = list(argv)
     if os.sep not in argv[0]:
         argv[0] = program(argv[0])
