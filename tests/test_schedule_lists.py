@@ -21,6 +21,7 @@ from jobgen.compiler.diagnostics import ManifestError
 from jobgen.compiler.target import parse_target
 from jobgen.tools import plan as tool
 from jobgen.tools import schema
+from support.cli import jobgen
 
 START = datetime(2027, 1, 1, tzinfo=timezone.utc)  # a Friday, the 1st
 
@@ -96,3 +97,18 @@ def test_the_json_schema_takes_a_list_as_check_does(tmp_path, value, valid):
     except ManifestError:  # the exact messages are tests/errors/schedule-list-*.yaml
         accepted = False
     assert accepted is valid
+
+
+def test_an_item_that_never_elapses_is_an_error_at_its_own_place(tmp_path):
+    # Each item is its own OnCalendar= line: the second one here could never fire, and is
+    # refused as a single expression would be, at the item's place; nothing is written.
+    path = tmp_path / "app.yaml"
+    path.write_text("jobgen: 1\ntarget: {systemd: '252'}\njobs:\n  j:\n    command: [/bin/true]\n"
+                    "    schedule: [\"Mon 02:00\", \"*-02-30 00:00\"]\n")
+    out = tmp_path / "out"
+    r = jobgen("render", str(path), "-o", str(out))
+    assert (r.code, r.stdout) == (2, "")
+    assert r.stderr == (f"{path}:6:29: error: job 'j': 'schedule' item 2: calendar expression '*-02-30 00:00' never "
+                        "elapses: no date from 1970 to 2199 matches it (systemd would accept it and never run the job)\n"
+                        "jobgen: 1 error; nothing written\n")
+    assert not out.exists()

@@ -1118,35 +1118,46 @@ def _calendar_searches(tree: Map, jobs: tuple[Job, ...], p: _Problems) -> None:
     for job in jobs:
         if job.schedule.kind != "calendar" or not job.schedule.calendar:
             continue
-        found = timespec.search(timespec.parse_calendar(job.schedule.calendar), budget)
-        if found.spent == "manifest":
-            unchecked.append(job)
-            continue
-        if not (found.never or found.loop is not None or found.spent == "expression"):
-            continue  # nothing to say: the expression and its place are not needed
-        node = section.get(job.name) if isinstance(section, Map) else None
-        node = node.get("schedule") if isinstance(node, Map) else None
-        if isinstance(node, Map):  # schedule: {calendar: ...}
-            node = node.get("calendar")
-        written = node.value if isinstance(node, Scalar) else job.schedule.calendar
-        pos = node.pos if node is not None else job.where("schedule")
-        what = f"job '{job.name}': 'schedule'"
-        if found.never:
-            # A date no year has (Feb 30, Apr 31): systemd accepts it and the timer never fires.
-            p.error(pos, f"{what}: calendar expression '{written}' never elapses: no date from {timespec.MIN_YEAR} to "
-                         f"{timespec.MAX_YEAR} matches it (systemd would accept it and never run the job)")
-        elif found.loop is not None:
-            p.warning(pos, f"{what}: systemd 252 and 257 cannot compute the next elapse of '{written}' in {found.loop.zone} "
-                           f"after {found.loop.after:%Y-%m-%d %H:%M:%S} UTC (\"Infinite loop in calendar calculation\"): "
-                           "the timer stops there and the job runs no more until the timer is started again")
-        elif found.spent == "expression":
-            p.warning(pos, f"{what}: jobgen gave up searching the elapses of '{written}' after {timespec.EXPRESSION_STEPS:,} "
-                           "steps (its bound per expression): not checked that it ever elapses")
+        # Every item of a `schedule:` list is its own OnCalendar= line: one that never
+        # elapses is as much a mistake as a single expression that never does.
+        for i, expression in enumerate(job.schedule.calendars):
+            found = timespec.search(timespec.parse_calendar(expression), budget)
+            if found.spent == "manifest":
+                unchecked.append(job)
+                break
+            if not (found.never or found.loop is not None or found.spent == "expression"):
+                continue  # nothing to say: the expression and its place are not needed
+            _calendar_problem(section, job, i, expression, found, p)
     if unchecked:
         first = unchecked[0]
         p.warning(first.where("schedule"), f"job '{first.name}': 'schedule': this and {len(unchecked) - 1:,} later calendar "
                                            f"schedule(s) were not checked for elapses: the manifest used up jobgen's bound of "
                                            f"{timespec.MANIFEST_STEPS:,} search steps per manifest")
+
+
+def _calendar_problem(section, job: Job, i: int, expression: str, found, p: _Problems) -> None:
+    """What _calendar_searches found wrong with item ``i`` of a job's calendars, at its place."""
+    node = section.get(job.name) if isinstance(section, Map) else None
+    node = node.get("schedule") if isinstance(node, Map) else None
+    if isinstance(node, Map):  # schedule: {calendar: ...}
+        node = node.get("calendar")
+    what = f"job '{job.name}': 'schedule'"
+    if isinstance(node, Seq):  # schedule: [EXPR, ...]: the item's own place
+        node = node.items[i] if i < len(node.items) else None
+        what = f"{what} item {i + 1}"
+    written = node.value if isinstance(node, Scalar) else expression
+    pos = node.pos if node is not None else job.where("schedule")
+    if found.never:
+        # A date no year has (Feb 30, Apr 31): systemd accepts it and the timer never fires.
+        p.error(pos, f"{what}: calendar expression '{written}' never elapses: no date from {timespec.MIN_YEAR} to "
+                     f"{timespec.MAX_YEAR} matches it (systemd would accept it and never run the job)")
+    elif found.loop is not None:
+        p.warning(pos, f"{what}: systemd 252 and 257 cannot compute the next elapse of '{written}' in {found.loop.zone} "
+                       f"after {found.loop.after:%Y-%m-%d %H:%M:%S} UTC (\"Infinite loop in calendar calculation\"): "
+                       "the timer stops there and the job runs no more until the timer is started again")
+    elif found.spent == "expression":
+        p.warning(pos, f"{what}: jobgen gave up searching the elapses of '{written}' after {timespec.EXPRESSION_STEPS:,} "
+                       "steps (its bound per expression): not checked that it ever elapses")
 
 
 def _host_lock_files(jobs: tuple[Job, ...], p: _Problems) -> None:
