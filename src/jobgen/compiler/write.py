@@ -64,6 +64,7 @@ TMP_COUNTER_HEX = 16  # a 64-bit count of files: more than one process ever writ
 TMP_NAME_MAX = len(TMP_PREFIX) + TMP_TOKEN_HEX + TMP_COUNTER_HEX
 FILE_MODE = 0o644  # unit files are read by systemd and operators, like packaged units
 DIR_MODE = 0o755  # folders jobgen creates: deliberate, not the umask's
+READ_CHUNK = 1 << 16  # a unit file is one read(2), and the read that finds its end
 MASK_TARGET = "/dev/null"  # systemctl mask: systemd.unit(5) "masked"
 
 
@@ -131,10 +132,17 @@ def check_folder(outdir: Path, sub: str, what: str = "output folder") -> None:
         raise OutputError(folder, os.strerror(errno.ENOTDIR))
 
 
-def _read_nofollow(path: Path) -> bytes:
+def _read_nofollow(path: Path | str) -> bytes:
+    # os.read on the descriptor, not a buffered file object around it: an unchanged
+    # re-render of 1,000 jobs reads 2,000 files, and the wrapper cost more than the reads.
     fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read()
+    try:
+        chunks = []
+        while chunk := os.read(fd, READ_CHUNK):
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 
 def _existing(outdir: Path, rel: str, new: bytes | None) -> Change:
