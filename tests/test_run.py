@@ -14,7 +14,6 @@ unit's settings say systemd gives.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import pty
@@ -576,7 +575,7 @@ def test_not_root_and_someone_elses_lock_file_is_one_line_and_77(account, workdi
 
 def test_every_run_spec_field_is_a_unit_property_or_named_here():
     """CONTEXT is the table of unit properties `jobgen run` applies; the rest is named."""
-    fields = {f.name for f in dataclasses.fields(RunSpec)}
+    fields = set(RunSpec._fields)
     assert fields - {p.field for p in CONTEXT} == {"lock_file", "lock_files", "conflict_outcome"}
     assert {("Service", p.directive) for p in CONTEXT} <= set(planner.EMITTED)
     # jobgen writes no Limit*=: the unit's resource limits are the manager's defaults,

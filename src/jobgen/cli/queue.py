@@ -8,7 +8,6 @@ job's user, and a request written by root would be unreadable to its drainer.
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from pathlib import Path
 from typing import Optional
@@ -44,7 +43,7 @@ def _run_as_job(spec, args: list[str]) -> int:
     the operator's may hold anything."""
     from jobgen.runtime import run as runtime
 
-    child = dataclasses.replace(spec, argv=spawn.jobgen_argv(*args), working_directory=spawn.NEUTRAL_CWD)
+    child = spec._replace(argv=spawn.jobgen_argv(*args), working_directory=spawn.NEUTRAL_CWD)
     try:
         return runtime.start(runtime.build(child), sys.stdout.buffer, sys.stderr.buffer)
     except runtime.RunError as exc:

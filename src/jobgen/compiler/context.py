@@ -13,7 +13,6 @@ them by attribute so that plan.py, which builds units, can import it.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Any, Callable, NamedTuple
 
 from jobgen.compiler import timespec
@@ -26,11 +25,12 @@ DEFAULT_KILL_MODE = "control-group"  # systemd.kill(5) KillMode=
 DEFAULT_KILL_SIGNAL = "SIGTERM"  # systemd.kill(5) KillSignal=; SIGKILL follows (FinalKillSignal=)
 
 
-@dataclass(frozen=True)
-class RunSpec:
+class RunSpec(NamedTuple):
     """What `jobgen run` executes: the unit's own ExecStart= argv and the process context
     systemd gives it (fields from CONTEXT), plus what is not a directive: the lock file's
-    tmpfiles.d(5) lines and the policy's outcome word for a lock conflict."""
+    tmpfiles.d(5) lines and the policy's outcome word for a lock conflict. A named tuple
+    (a copy with changes is ._replace()): a frozen dataclass executes six generated
+    methods when it is defined, at every start of every command."""
 
     argv: tuple[str, ...]
     environment: tuple[tuple[str, str], ...] = ()

@@ -22,7 +22,6 @@ value sizes and alias expansion as the tree is counted with every alias expanded
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import NamedTuple, Union
 
 import yaml
@@ -46,17 +45,32 @@ class Seq(NamedTuple):
     pos: Pos
 
 
-@dataclass(frozen=True)
 class Map:
-    # Keys keep their own positions: messages about a key point at the key.
-    items: tuple[tuple[Scalar, "Node"], ...]
-    pos: Pos
-    keys: dict[str, Scalar] = field(default_factory=dict, compare=False, hash=False)
-    # On the root only: problems load found and read past (see the module docstring).
-    problems: tuple[Diagnostic, ...] = field(default=(), compare=False, hash=False)
-    # Key -> value, made with ``items`` by the reader: ``get`` on the jobs of a manifest
-    # is asked once per job, and a scan of ``items`` made 1,000 jobs cost 500,000 steps.
-    values: dict[str, "Node"] | None = field(default=None, compare=False, hash=False, repr=False)
+    """A mapping node. A plain class, not a dataclass (whose generated methods are
+    executed at every start): equal and hashed by its items and position, as before; the
+    indexes beside them are left out of both."""
+
+    __slots__ = ("items", "pos", "keys", "problems", "values")
+
+    def __init__(self, items: tuple[tuple[Scalar, "Node"], ...], pos: Pos, keys: dict[str, Scalar] | None = None,
+                 problems: tuple[Diagnostic, ...] = (), values: dict[str, "Node"] | None = None):
+        # Keys keep their own positions: messages about a key point at the key.
+        self.items, self.pos = items, pos
+        self.keys = {} if keys is None else keys
+        # On the root only: problems load found and read past (see the module docstring).
+        self.problems = problems
+        # Key -> value, made with ``items`` by the reader: ``get`` on the jobs of a manifest
+        # is asked once per job, and a scan of ``items`` made 1,000 jobs cost 500,000 steps.
+        self.values = values
+
+    def __eq__(self, other: object) -> bool:
+        return (self.items, self.pos) == (other.items, other.pos) if isinstance(other, Map) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash((self.items, self.pos))
+
+    def __repr__(self) -> str:
+        return f"Map(items={self.items!r}, pos={self.pos!r})"
 
     def get(self, key: str) -> "Node | None":
         if self.values is not None:

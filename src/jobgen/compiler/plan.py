@@ -19,11 +19,11 @@ escaped here by escape.tmpfiles_path): argv stays a tuple of strings inside
 
 from __future__ import annotations
 
+import dataclasses  # Job and Worker are dataclasses (model.py): the queue's copies of a job
 import functools
 import os
-from dataclasses import dataclass, field, replace
 from collections.abc import Iterator, Mapping
-from typing import Any, Callable
+from typing import Any, Callable, NamedTuple
 
 from jobgen.compiler import escape, limits, names, notify, timespec
 from jobgen.compiler.context import RunSpec, process_context
@@ -108,22 +108,27 @@ DEFER_CHECK = (
 )
 
 
-@dataclass(frozen=True)
-class Exec:
+# Values and unit files are named tuples, not frozen dataclasses: defining a dataclass
+# executes its generated methods at every start of every command and boot (six each,
+# some 0.5 ms together), a named tuple one. Exec, Env and Raw are keys of the same
+# caches (_block's rows, render's escaped texts): as tuples two of them could only be
+# equal if their fields were, and their second fields never can be (a str prefix, a str
+# value, a bool), so a Raw never stands in for an Env; render.py still keys by type.
+
+
+class Exec(NamedTuple):
     """An Exec*= value: argv plus jobgen's own prefix; rendered by the 'exec' filter."""
 
     argv: tuple[str, ...]
     prefix: str = ""
 
 
-@dataclass(frozen=True)
-class Env:
+class Env(NamedTuple):
     name: str
     value: str
 
 
-@dataclass(frozen=True)
-class Raw:
+class Raw(NamedTuple):
     """A plain value (numbers, names, paths, time spans in systemd's syntax), escaped by
     its directive's own rule (escape.setting: '%' doubled only where the directive expands
     specifiers), unless jobgen itself wrote a specifier on purpose (``specifiers=True``,
@@ -136,8 +141,7 @@ class Raw:
 Value = Exec | Env | Raw
 
 
-@dataclass(frozen=True)
-class UnitFile:
+class UnitFile(NamedTuple):
     filename: str
     kind: str  # service, timer, target, tmpfiles
     sections: tuple[tuple[str, tuple[tuple[str, Value], ...]], ...] = ()
@@ -165,22 +169,46 @@ class _Runs(Mapping[str, RunSpec]):
         return len(self._made)
 
 
-@dataclass(frozen=True)
 class Plan:
-    manifest: str
-    target: Target
-    files: tuple[UnitFile, ...]
-    notes: tuple[Diagnostic, ...]
-    runs: Mapping[str, RunSpec] = field(compare=False)
-    # overlap: queue jobs -> the store arguments of `jobgen enqueue|drain|queue` (runtime/queue/command.py)
-    queues: dict[str, tuple[str, ...]] = field(compare=False, default_factory=dict)
-    # Jobs whose units exec the holder (`jobgen lock|enqueue|drain`), at the key that made
-    # them: the CLI warns when that executable is missing (status=203/EXEC otherwise).
-    holder_jobs: tuple[tuple[str, Pos], ...] = field(compare=False, default=())
-    # job -> ((service, kind), ...): the units whose journal lines are the job's own, kind
-    # outcomes.RUN_UNIT (the reporter's unit) or QUEUE_UNIT (enqueuer and drainer). `jobgen status` counts
-    # a line only when journald attests it came from one of these (host/status.py).
-    journal_units: dict[str, tuple[tuple[str, str], ...]] = field(compare=False, default_factory=dict)
+    """One manifest's units for one target, and what the commands read beside them.
+
+    A plain class, not a dataclass (its methods would be generated at every start): two
+    plans are equal when their manifest, target, files and notes are; the rest is read
+    from them and left out of the comparison, as before."""
+
+    __slots__ = ("manifest", "target", "files", "notes", "runs", "queues", "holder_jobs", "journal_units")
+
+    def __init__(self, manifest: str, target: Target, files: tuple[UnitFile, ...], notes: tuple[Diagnostic, ...],
+                 runs: Mapping[str, RunSpec], queues: dict[str, tuple[str, ...]] | None = None,
+                 holder_jobs: tuple[tuple[str, Pos], ...] = (),
+                 journal_units: dict[str, tuple[tuple[str, str], ...]] | None = None):
+        self.manifest, self.target, self.files, self.notes, self.runs = manifest, target, files, notes, runs
+        # overlap: queue jobs -> the store arguments of `jobgen enqueue|drain|queue` (runtime/queue/command.py)
+        self.queues = {} if queues is None else queues
+        # Jobs whose units exec the holder (`jobgen lock|enqueue|drain`), at the key that made
+        # them: the CLI warns when that executable is missing (status=203/EXEC otherwise).
+        self.holder_jobs = holder_jobs
+        # job -> ((service, kind), ...): the units whose journal lines are the job's own, kind
+        # outcomes.RUN_UNIT (the reporter's unit) or QUEUE_UNIT (enqueuer and drainer). `jobgen status` counts
+        # a line only when journald attests it came from one of these (host/status.py).
+        self.journal_units = {} if journal_units is None else journal_units
+
+    def _compared(self) -> tuple:
+        return (self.manifest, self.target, self.files, self.notes)
+
+    def __eq__(self, other: object) -> bool:
+        return self._compared() == other._compared() if isinstance(other, Plan) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
+    def __setattr__(self, name: str, value: object) -> None:
+        if hasattr(self, name):  # frozen, as the dataclass was: set once, in __init__
+            raise AttributeError(f"Plan.{name} is read-only")
+        object.__setattr__(self, name, value)
+
+    def __repr__(self) -> str:
+        return f"Plan(manifest={self.manifest!r}, target={self.target!r}, files={len(self.files)}, notes={len(self.notes)})"
 
 
 # --------------------------------------------------------------------------- what is written
@@ -356,20 +384,18 @@ def _open(target: Target, section: str, key: str) -> bool:
     return (section, key) in _EMITTED and target.lacking(section, key) is None and not target.value_gates_lacked(section, key)
 
 
-@dataclass(frozen=True)
 class _Block:
     """Directives worked out once per target: what ``set`` wrote, row by row, and the
-    notes it made (fallbacks, which do not name the job)."""
+    notes it made (fallbacks, which do not name the job), and the rows by section, in
+    order (_Unit._store). Made once per target and row set, read for every unit."""
 
-    rows: tuple[tuple[str, str, Value], ...]
-    notes: tuple[str, ...]
+    __slots__ = ("rows", "notes", "sections")
 
-    @functools.cached_property
-    def sections(self) -> tuple[tuple[str, tuple[tuple[str, Value], ...]], ...]:
-        """The rows by section, in order (_Unit._store)."""
-        return tuple(
-            (section, tuple((key, value) for s, key, value in self.rows if s == section))
-            for section in dict.fromkeys(s for s, _, _ in self.rows)
+    def __init__(self, rows: tuple[tuple[str, str, Value], ...], notes: tuple[str, ...]):
+        self.rows, self.notes = rows, notes
+        self.sections = tuple(
+            (section, tuple((key, value) for s, key, value in rows if s == section))
+            for section in dict.fromkeys(s for s, _, _ in rows)
         )
 
 
@@ -740,7 +766,7 @@ def _without(unit: UnitFile, drop: set[tuple[str, str]], add: dict[str, list[tup
     for name, directives in unit.sections:
         kept = tuple((k, v) for k, v in directives if (name, k) not in drop)
         sections.append((name, kept + tuple(add.get(name, []))))
-    return replace(unit, sections=tuple(sections))
+    return unit._replace(sections=tuple(sections))
 
 
 def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list[str], tuple[str, ...]]:
@@ -754,11 +780,11 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     drain_cmd = (ctx.holder, "drain", *store, *per_request, "--", *job.command)
     # The enqueuer: the job's timer, user, environment and hardening, no lock (enqueue takes
     # the spool's own short lock), no reporter (enqueue logs enqueued/rejected itself).
-    enq_job = replace(job, command=(*enqueue, queue_contract.BY_UNIT), overlap=policies.ALLOW, lock=None, queue=None, timeout_usec=60_000_000)
+    enq_job = dataclasses.replace(job, command=(*enqueue, queue_contract.BY_UNIT), overlap=policies.ALLOW, lock=None, queue=None, timeout_usec=60_000_000)
     units, enq_run, _ = _job_files(ctx, enq_job)
     drainer = f"{job.name}-drain.service"
     spool = f"{QUEUE_DIR}/{job.name}" if job.lock is not None and job.lock.kind.lock_file else None
-    units = [replace(u, comment=f"job {job.name}: overlap=queue: each trigger records a request") for u in units]
+    units = [u._replace(comment=f"job {job.name}: overlap=queue: each trigger records a request") for u in units]
     # A cluster queue's enqueuer talks to the lock server too (the drainer gets this with
     # its lock, in _job_files).
     network: tuple[tuple[str, str, Value], ...] = ()
@@ -771,11 +797,11 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     ]
     # The drainer: the job's lock around `jobgen drain`; it loops until the queue is empty.
     # No TimeoutStartSec from 'timeout': one drain runs many requests (each one is bounded).
-    drain_job = replace(job, command=drain_cmd, overlap=policies.SKIP, timeout_usec=None, schedule=job.schedule._replace(kind="every"),
+    drain_job = dataclasses.replace(job, command=drain_cmd, overlap=policies.SKIP, timeout_usec=None, schedule=job.schedule._replace(kind="every"),
                         mail_on_failure=None)  # added below, under the drainer's own name
     drain_units, _, lines = _job_files(ctx, drain_job)
     (svc,) = [u for u in drain_units if u.kind == "service"]
-    svc = replace(svc, filename=drainer, comment=f"job {job.name}: drains its queue, one request at a time under its lock")
+    svc = svc._replace(filename=drainer, comment=f"job {job.name}: drains its queue, one request at a time under its lock")
     # Type=exec (240+), not oneshot: a oneshot's start job lasts until the drain ends, and
     # systemd counts boot as finished only when no job is left (src/core/manager.c
     # manager_check_finished), so a backlog found by the .path unit at boot held up
@@ -786,7 +812,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     svc = _without(svc, {("Service", "ExecStopPost"), ("Service", "TimeoutStartSec")},
                    _adding(ctx, svc, ("Unit", "After", Raw(f"{job.name}.service")), *_spool_writable(svc, spool),
                            *_mail_directives(ctx, job, drainer)))
-    svc = replace(svc, sections=tuple((name, tuple((k, Raw("exec") if (name, k) == ("Service", "Type") else v) for k, v in d))
+    svc = svc._replace(sections=tuple((name, tuple((k, Raw("exec") if (name, k) == ("Service", "Type") else v) for k, v in d))
                                       for name, d in svc.sections))
     files = [*units, svc]
     if spool is not None:
@@ -802,7 +828,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
         owner, group = job.user or "root", job.group or ("root" if not job.user else "-")
         lines += ["d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
         lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", *(f"/{d}" for d in queue_contract.SPOOL_FOLDERS))]
-    run = lambda: replace(enq_run(), argv=(*enqueue, "jobgen run"))  # noqa: E731 - the enqueuer unit's context
+    run = lambda: enq_run()._replace(argv=(*enqueue, "jobgen run"))  # noqa: E731 - the enqueuer unit's context
     return files, run, lines, store
 
 

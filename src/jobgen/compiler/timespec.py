@@ -31,7 +31,7 @@ import functools
 import re
 from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:
     from zoneinfo import ZoneInfo
@@ -297,9 +297,10 @@ _FIELDS: dict[str, tuple[int, int, int]] = {
 }
 
 
-@dataclass(frozen=True, order=True)
-class Component:
-    """One ','-list element, `start[..stop][/repeat]`; stop=-1 means no range (as in systemd)."""
+class Component(NamedTuple):
+    """One ','-list element, `start[..stop][/repeat]`; stop=-1 means no range (as in systemd).
+    A named tuple (ordered and hashed field by field, as a dataclass(order=True) was,
+    without its ten generated methods executed at every start)."""
 
     start: int
     stop: int = -1
@@ -1185,8 +1186,7 @@ PROBE_UNTIL = datetime(2027, 1, 1, tzinfo=timezone.utc)
 _PROBE_WALK = 8  # elapses followed across a DST change from a day before it
 
 
-@dataclass(frozen=True)
-class Search:
+class Search(NamedTuple):
     """What search() found out about one expression."""
 
     never: bool = False  # no elapse from MIN_YEAR to MAX_YEAR (checked from 1970)
@@ -1210,7 +1210,7 @@ def search(cal: Calendar, budget: Steps) -> Search:
         known = _search(cal, limit)
         if known.spent is not None and limit < EXPRESSION_STEPS:
             budget.left = 0
-            return dataclasses.replace(known, spent="manifest")
+            return known._replace(spent="manifest")
         _SEARCHES[cal.normalized] = known
     if known.steps > budget.left:
         budget.left = 0

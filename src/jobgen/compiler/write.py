@@ -45,8 +45,8 @@ import json
 import os
 import stat
 from collections.abc import Callable, Iterator
-from dataclasses import dataclass
 from pathlib import Path
+from typing import NamedTuple
 
 from jobgen.compiler import header
 from jobgen.compiler.cache import digest
@@ -84,8 +84,7 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-@dataclass(frozen=True)
-class Change:
+class Change(NamedTuple):
     path: str  # relative to the output folder
     action: str
     old: bytes | None
@@ -97,13 +96,27 @@ class Change:
         return self.action in (CREATE, UPDATE, REMOVE)
 
 
-@dataclass
 class Recovery:
-    """What a render found left by an earlier one that did not finish."""
+    """What a render found left by an earlier one that did not finish. (Change is a named
+    tuple and this a plain class, not dataclasses: a dataclass executes its generated
+    methods at every start of every command.)"""
 
-    completed: int = 0  # files an interrupted render had committed; this run finished them
-    stale: int = 0  # temporary files of a render that died before its commit point
-    pending: bool = False  # a dry run saw a committed, unfinished render (next render completes it)
+    __slots__ = ("completed", "stale", "pending")
+
+    def __init__(self, completed: int = 0, stale: int = 0, pending: bool = False):
+        self.completed = completed  # files an interrupted render had committed; this run finished them
+        self.stale = stale  # temporary files of a render that died before its commit point
+        self.pending = pending  # a dry run saw a committed, unfinished render (next render completes it)
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, Recovery):
+            return NotImplemented
+        return (self.completed, self.stale, self.pending) == (other.completed, other.stale, other.pending)
+
+    __hash__ = None  # mutable, as the dataclass was
+
+    def __repr__(self) -> str:
+        return f"Recovery(completed={self.completed}, stale={self.stale}, pending={self.pending})"
 
 
 # --- reading, never through a symbolic link ------------------------------------------
