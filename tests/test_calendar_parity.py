@@ -162,7 +162,7 @@ def jobgen_answer(spec: str, base: str, zone: str, new_year_fix: bool = False) -
     except ValueError:
         return None
     if cal.timezone is None and zone != "UTC":
-        cal = dataclasses.replace(cal, timezone=zone)  # systemd: the local zone (TZ=)
+        cal = cal.replace(timezone=zone)  # systemd: the local zone (TZ=)
     start = datetime.fromisoformat(base).replace(tzinfo=timezone.utc)
     elapses = cal.next_elapses(start, ITERATIONS, new_year_fix=new_year_fix)
     return Answer(parse_calendar(spec).normalized, tuple(_utc_text(t) for t in elapses))

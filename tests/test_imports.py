@@ -185,12 +185,12 @@ OTHER_COMMANDS = {"jobgen.cli.apply", "jobgen.cli.run", "jobgen.cli.queue", "job
                   "jobgen.cli.import_crontab", "jobgen.cli.schema", "jobgen.cli.lock", "jobgen.cli.directives"}
 
 
-def _loaded(tmp_path: Path, *args: str) -> set[str]:
+def _loaded(tmp_path: Path, *args: str, script: str = _MODULES_AT_EXIT, env: dict[str, str] | None = None) -> set[str]:
     import subprocess
     import sys
 
     out = tmp_path / "modules.txt"
-    r = subprocess.run([sys.executable, "-c", _MODULES_AT_EXIT, str(out), *args], capture_output=True, text=True, cwd=tmp_path)
+    r = subprocess.run([sys.executable, "-c", script, str(out), *args], capture_output=True, text=True, cwd=tmp_path, env=env)
     assert r.returncode == 0, r.stderr
     return set(out.read_text().split())
 
@@ -253,44 +253,23 @@ def test_a_target_that_reads_loads_no_packaging(tmp_path, target):
 
 
 # Defining a dataclass executes its generated methods (six for a frozen one, ten ordered)
-# at every start: some 0.5-1 ms each on this machine, paid by every render and boot. The
-# dataclasses a render and the generator still define, and why each is one; any other
-# record on these paths is a named tuple (immutable, ordered, hashed field by field) or a
-# plain class.
-DATACLASSES_ON_THE_PATH = {
-    # Common, Job and Worker share fields by inheritance and leave keypos out of
-    # comparison; Calendar keeps its normalised text as a cached_property: each copied with
-    # dataclasses.replace() (plan.py, timespec.py, tools/plan.py)
-    "jobgen.compiler.model.Common", "jobgen.compiler.model.Job", "jobgen.compiler.model.Worker",
-    "jobgen.compiler.timespec.Calendar",
-}
-_DATACLASSES_AT_EXIT = _MODULES_AT_EXIT.replace(
-    'atexit.register(lambda: open(out, "w").write("\\n".join(sorted(sys.modules))))',
-    'atexit.register(lambda: open(out, "w").write("\\n".join(sorted(f"{n}.{k}" for n, m in list(sys.modules.items())'
-    ' if n.startswith("jobgen") and m for k, v in vars(m).items()'
-    ' if isinstance(v, type) and v.__module__ == n and "__dataclass_fields__" in vars(v)))))')
+# at every start: some 0.5-1 ms each on this machine, paid by every render and boot. So no
+# record on these paths is one (named tuples, plain classes, model._Record), and the
+# dataclasses module itself is not loaded: neither typer, jinja2 nor PyYAML needs it.
+def test_render_check_and_the_generator_define_no_dataclass(tmp_path, manifest, floor):
+    import os
 
-
-@pytest.mark.parametrize("command", ["render", "generator"])
-def test_only_the_listed_dataclasses_are_defined(tmp_path, manifest, command):
-    import subprocess
-    import sys
-
-    assert _DATACLASSES_AT_EXIT != _MODULES_AT_EXIT
-    out = tmp_path / "dataclasses.txt"
-    if command == "render":
-        args, env = ["render", str(manifest), "-o", str(tmp_path / "out"), "-q", "--no-cache"], None
-        script = _DATACLASSES_AT_EXIT
-    else:
-        import os
-
-        args, env = [str(tmp_path / "gen")], {**os.environ, "JOBGEN_MANIFEST_DIRS": str(tmp_path), "JOBGEN_GENERATOR_CACHE": ""}
-        script = _DATACLASSES_AT_EXIT.replace("from jobgen.cli import main", "from jobgen.cli.generator import main")
-    r = subprocess.run([sys.executable, "-c", script, str(out), *args], capture_output=True, text=True, cwd=tmp_path, env=env)
-    assert r.returncode == 0, r.stderr
-    defined = set(out.read_text().split())
-    assert "jobgen.compiler.model.Job" in defined  # the probe sees them
-    assert defined - DATACLASSES_ON_THE_PATH == set()
+    assert "dataclasses" not in floor
+    gen = _MODULES_AT_EXIT.replace("from jobgen.cli import main", "from jobgen.cli.generator import main")
+    env = {**os.environ, "JOBGEN_MANIFEST_DIRS": str(tmp_path), "JOBGEN_GENERATOR_CACHE": ""}
+    runs = {
+        "render": _loaded(tmp_path, "render", str(manifest), "-o", str(tmp_path / "out"), "-q", "--no-cache"),
+        "check": _loaded(tmp_path, "check", str(manifest)),
+        "generator": _loaded(tmp_path, str(tmp_path / "gen"), script=gen, env=env),
+    }
+    assert (tmp_path / "gen" / "backup.service").is_file()  # the generator compiled the manifest
+    assert {name: "jobgen.compiler.model" in loaded for name, loaded in runs.items()} == dict.fromkeys(runs, True)
+    assert {name: sorted(loaded & {"dataclasses"}) for name, loaded in runs.items()} == dict.fromkeys(runs, [])
 
 
 def test_help_still_lists_every_command(tmp_path):

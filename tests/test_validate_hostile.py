@@ -6,7 +6,6 @@ a file, for a plan that did not come through `check`.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -45,7 +44,7 @@ def test_run_refuses_a_credential_name_before_touching_a_file(tmp_path: Path, na
     secret.chmod(0o600)
     spec = _spec(tmp_path, ["/bin/touch", str(marker)])
     tmp = str(tmp_path).lstrip("/")
-    bad = dataclasses.replace(spec, credentials=((name.format(tmp=tmp), str(secret)),))
+    bad = spec._replace(credentials=((name.format(tmp=tmp), str(secret)),))
     with pytest.raises(run.RunError) as exc:
         _start(bad)
     assert exc.value.code == 243
@@ -59,7 +58,7 @@ def test_run_refuses_a_relative_credential_source(tmp_path: Path, monkeypatch) -
     (tmp_path / "planted").write_text("from the working folder\n")
     monkeypatch.chdir(tmp_path)
     marker = tmp_path / "ran"
-    bad = dataclasses.replace(_spec(tmp_path, ["/bin/touch", str(marker)]), credentials=(("pw", "planted"),))
+    bad = _spec(tmp_path, ["/bin/touch", str(marker)])._replace(credentials=(("pw", "planted"),))
     with pytest.raises(run.RunError) as exc:
         _start(bad)
     assert exc.value.code == 243
@@ -101,6 +100,6 @@ def test_run_never_reads_a_relative_environment_file(tmp_path: Path, monkeypatch
     `jobgen run` — it never reads the working folder."""
     cwd = _planted_env_file(tmp_path)
     monkeypatch.chdir(cwd)
-    spec = dataclasses.replace(_spec(tmp_path, ["/bin/true"]), environment_files=("--/etc/report.env", "-etc/x", "/../x"))
+    spec = _spec(tmp_path, ["/bin/true"])._replace(environment_files=("--/etc/report.env", "-etc/x", "/../x"))
     env = run.build(spec).env
     assert "MARK" not in env and "LD_PRELOAD" not in env

@@ -1,13 +1,12 @@
 """The typed manifest: what validate.py produces and plan.py consumes.
 
-Frozen dataclasses and named tuples; times are microseconds (systemd's own unit) and positions are
+Frozen records and named tuples; times are microseconds (systemd's own unit) and positions are
 kept per key so later stages (version gates in plan.py) can still point at the line
 that asked for a feature.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
 from typing import Mapping, NamedTuple
 
 from jobgen.compiler.diagnostics import Pos
@@ -24,9 +23,58 @@ HARDENING_PROFILES = tuple(HARDENING)  # compiler/hardening.py: the one list of 
 SCHEDULE_KINDS = ("calendar", "every", "after_boot")
 
 # Schedule, Lock, Queue and Manifest are named tuples (immutable, compared and hashed field
-# by field; a copy with changes is ._replace()): a frozen dataclass executes six generated
-# methods when it is defined, at every start of every command. Common, Job and Worker,
-# which share fields by inheritance, stay dataclasses.
+# by field; a copy with changes is ._replace()); Common, Job and Worker, which share fields
+# by inheritance, are _Records. Neither is a frozen dataclass: defining one executes six
+# generated methods, at every start of every command and boot.
+
+
+class _Record:
+    """A frozen record declared the way a dataclass is (fields are the annotations of the
+    class and its bases, base first; a class attribute of the same name is the field's
+    default, none makes it required; keyword arguments only), with no methods generated.
+    Equal, hashed and shown by every field but those in _UNCOMPARED; ``replace`` copies
+    with changes, as dataclasses.replace() did."""
+
+    _FIELDS: tuple[str, ...] = ()
+    _UNCOMPARED: frozenset[str] = frozenset()
+    _COMPARED: tuple[str, ...] = ()
+
+    def __init_subclass__(cls, **kwargs) -> None:
+        super().__init_subclass__(**kwargs)
+        own = tuple(n for n in cls.__dict__.get("__annotations__", {}) if not n.startswith("_"))
+        cls._FIELDS = cls._FIELDS + own
+        cls._COMPARED = tuple(f for f in cls._FIELDS if f not in cls._UNCOMPARED)
+
+    def __init__(self, **values) -> None:
+        fields = self.__dict__  # not through __setattr__, which refuses every assignment
+        for name in self._FIELDS:
+            if name in values:
+                fields[name] = values.pop(name)
+            elif not hasattr(type(self), name):
+                raise TypeError(f"{type(self).__name__}() lacks its field {name!r}")
+        if values:
+            raise TypeError(f"{type(self).__name__}() has no field {', '.join(map(repr, sorted(values)))}")
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"cannot assign to field {name!r} of a frozen {type(self).__name__}")
+
+    def __delattr__(self, name: str) -> None:
+        raise AttributeError(f"cannot delete field {name!r} of a frozen {type(self).__name__}")
+
+    def _compared(self) -> tuple:
+        return tuple(getattr(self, f) for f in self._COMPARED)
+
+    def __eq__(self, other: object) -> bool:
+        return self._compared() == other._compared() if other.__class__ is self.__class__ else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._compared())
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({', '.join(f'{f}={getattr(self, f)!r}' for f in self._COMPARED)})"
+
+    def replace(self, **changes):
+        return type(self)(**{f: getattr(self, f) for f in self._FIELDS} | changes)
 
 
 class Schedule(NamedTuple):
@@ -67,13 +115,14 @@ class Queue(NamedTuple):
     max_attempts: int = 3
 
 
-@dataclass(frozen=True)
-class Common:
+class Common(_Record):
     """Keys jobs and workers share, with the same meaning."""
+
+    _UNCOMPARED = frozenset({"keypos"})  # where each key was written: not what the job is
 
     name: str
     pos: Pos
-    keypos: Mapping[str, Pos] = field(compare=False, hash=False, repr=False)
+    keypos: Mapping[str, Pos]
     command: tuple[str, ...] = ()
     description: str | None = None
     documentation: tuple[str, ...] = ()
@@ -90,7 +139,6 @@ class Common:
         return self.keypos.get(key, self.pos)
 
 
-@dataclass(frozen=True)
 class Job(Common):
     schedule: Schedule = Schedule("calendar")
     overlap: str = DEFAULT_OVERLAP
@@ -111,7 +159,6 @@ class Job(Common):
         return OVERLAP[self.overlap]
 
 
-@dataclass(frozen=True)
 class Worker(Common):
     instances: int = 1
     type: str = "exec"

@@ -19,7 +19,6 @@ escaped here by escape.tmpfiles_path): argv stays a tuple of strings inside
 
 from __future__ import annotations
 
-import dataclasses  # Job and Worker are dataclasses (model.py): the queue's copies of a job
 import functools
 import os
 from collections.abc import Iterator, Mapping
@@ -780,7 +779,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     drain_cmd = (ctx.holder, "drain", *store, *per_request, "--", *job.command)
     # The enqueuer: the job's timer, user, environment and hardening, no lock (enqueue takes
     # the spool's own short lock), no reporter (enqueue logs enqueued/rejected itself).
-    enq_job = dataclasses.replace(job, command=(*enqueue, queue_contract.BY_UNIT), overlap=policies.ALLOW, lock=None, queue=None, timeout_usec=60_000_000)
+    enq_job = job.replace(command=(*enqueue, queue_contract.BY_UNIT), overlap=policies.ALLOW, lock=None, queue=None, timeout_usec=60_000_000)
     units, enq_run, _ = _job_files(ctx, enq_job)
     drainer = f"{job.name}-drain.service"
     spool = f"{QUEUE_DIR}/{job.name}" if job.lock is not None and job.lock.kind.lock_file else None
@@ -797,7 +796,7 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
     ]
     # The drainer: the job's lock around `jobgen drain`; it loops until the queue is empty.
     # No TimeoutStartSec from 'timeout': one drain runs many requests (each one is bounded).
-    drain_job = dataclasses.replace(job, command=drain_cmd, overlap=policies.SKIP, timeout_usec=None, schedule=job.schedule._replace(kind="every"),
+    drain_job = job.replace(command=drain_cmd, overlap=policies.SKIP, timeout_usec=None, schedule=job.schedule._replace(kind="every"),
                         mail_on_failure=None)  # added below, under the drainer's own name
     drain_units, _, lines = _job_files(ctx, drain_job)
     (svc,) = [u for u in drain_units if u.kind == "service"]

@@ -26,10 +26,8 @@ Known, deliberate differences from a real systemd:
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import re
-from dataclasses import dataclass
 from datetime import datetime, timedelta, timezone
 from typing import TYPE_CHECKING, NamedTuple
 
@@ -356,21 +354,54 @@ class _Fail(Exception):
         self.at = at
 
 
-@dataclass(frozen=True)
 class Calendar:
-    """A parsed OnCalendar= expression, normalised the way systemd normalises it."""
+    """A parsed OnCalendar= expression, normalised the way systemd normalises it.
 
-    text: str
-    weekdays: int  # bit 0 = Monday ... bit 6 = Sunday; -1 = any day
-    year: Chain
-    month: Chain
-    day: Chain
-    hour: Chain
-    minute: Chain
-    second: Chain  # microseconds
-    end_of_month: bool  # '~': days count back from the end of the month
-    utc: bool
-    timezone: str | None  # "UTC" for UTC specs, else the zone name or None
+    A plain class, not a frozen dataclass (its generated methods would be executed at
+    every start of every command and boot): equal and hashed by its fields, copied with
+    changes by ``replace``; nothing sets a field after __init__."""
+
+    FIELDS = ("text", "weekdays", "year", "month", "day", "hour", "minute", "second", "end_of_month", "utc", "timezone")
+    __slots__ = (*FIELDS, "_normalized")
+
+    def __init__(self, text: str, weekdays: int, year: Chain, month: Chain, day: Chain, hour: Chain, minute: Chain,
+                 second: Chain, end_of_month: bool, utc: bool, timezone: str | None):
+        self.text = text
+        self.weekdays = weekdays  # bit 0 = Monday ... bit 6 = Sunday; -1 = any day
+        self.year, self.month, self.day = year, month, day
+        self.hour, self.minute = hour, minute
+        self.second = second  # microseconds
+        self.end_of_month = end_of_month  # '~': days count back from the end of the month
+        self.utc = utc
+        self.timezone = timezone  # "UTC" for UTC specs, else the zone name or None
+        self._normalized: str | None = None
+
+    def __setattr__(self, name: str, value: object) -> None:
+        # Frozen, as the dataclass was: parse_calendar's answers are shared by every caller.
+        if name != "_normalized" and hasattr(self, name):
+            raise AttributeError(f"Calendar.{name} is read-only")
+        object.__setattr__(self, name, value)
+
+    def _fields(self) -> tuple:
+        return (self.text, self.weekdays, self.year, self.month, self.day, self.hour, self.minute, self.second,
+                self.end_of_month, self.utc, self.timezone)
+
+    def __eq__(self, other: object) -> bool:
+        return self._fields() == other._fields() if isinstance(other, Calendar) else NotImplemented
+
+    def __hash__(self) -> int:
+        return hash(self._fields())
+
+    def __repr__(self) -> str:
+        return f"Calendar({self.text!r}, normalized={self.normalized!r})"
+
+    def replace(self, **changes) -> Calendar:
+        """A copy with ``changes`` (field names), as dataclasses.replace() made it."""
+        fields = dict(zip(Calendar.FIELDS, self._fields()))
+        unknown = set(changes) - set(fields)
+        if unknown:
+            raise TypeError(f"Calendar has no field {', '.join(sorted(unknown))}")
+        return Calendar(**(fields | changes))
 
     @property
     def requires_systemd(self) -> int | None:
@@ -380,9 +411,15 @@ class Calendar:
             return None
         return 228 if self.utc else 235
 
-    @functools.cached_property  # frozen, and parsed once per text: search() asks each time
+    @property
     def normalized(self) -> str:
-        """systemd-analyze calendar's "Normalized form:" (calendar_spec_to_string(), v251+)."""
+        """systemd-analyze calendar's "Normalized form:" (calendar_spec_to_string(), v251+);
+        worked out once (parsed once per text: search() asks each time)."""
+        if self._normalized is None:
+            self._normalized = self._normalize()
+        return self._normalized
+
+    def _normalize(self) -> str:
         out = []
         if 0 < self.weekdays < _BITS_WEEKDAYS:
             out.append(_format_weekdays(self.weekdays) + " ")
@@ -1222,7 +1259,7 @@ def search(cal: Calendar, budget: Steps) -> Search:
 def _search(cal: Calendar, limit: int) -> Search:
     steps = Steps(limit)
     # A spec without a zone is computed in UTC (the target's local zone is unknown here).
-    where = cal if cal.timezone is not None else dataclasses.replace(cal, utc=True, timezone="UTC")
+    where = cal if cal.timezone is not None else cal.replace(utc=True, timezone="UTC")
     try:
         if not where.next_elapses(_EPOCH, 1, budget=steps):
             return Search(never=True, steps=limit - steps.left)

@@ -324,7 +324,7 @@ class _Union:
         return sorted({t for c in self.parts for t in c.next_elapses(start, n, **kw)})[:n]
 
     def replace(self, **changes) -> "_Union":
-        return _Union(tuple(dataclasses.replace(c, **changes) for c in self.parts))
+        return _Union(tuple(c.replace(**changes) for c in self.parts))
 
 
 def _calendar(job: Job, local_zone: str) -> tuple[_Union, str, bool]:
