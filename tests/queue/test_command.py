@@ -4,6 +4,10 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
+
+import pytest
+
+from jobgen.contract.queue import EXIT_SPOOL
 from support.cli import jobgen
 
 
@@ -54,3 +58,25 @@ def test_usage_and_a_missing_spool_are_one_line(tmp_path):
     assert gone.returncode == 71
     assert gone.stderr == (f"jobgen enqueue: j: rejected: request not recorded: cannot write the spool: "
                            f"No such file or directory: {tmp_path / 'nope' / 'tmp'}\n")
+
+
+@pytest.mark.parametrize("verb", ["queue", "drain"])
+def test_a_spool_that_is_not_there_is_not_an_empty_queue(tmp_path, verb):
+    # A job never applied on this host (no spool: systemd-tmpfiles makes it) has no requests
+    # anyone can list or drain: "0 pending" would be an answer jobgen cannot know.
+    gone = tmp_path / "nope"
+    r = jobgen(verb, "--spool", str(gone), "--job", "j", "--", "/bin/true")
+    assert (r.returncode, r.stdout) == (EXIT_SPOOL, "")
+    assert r.stderr == f"jobgen {verb}: cannot use the queue: No such file or directory: {gone}\n"
+    file = tmp_path / "file"
+    file.write_text("")
+    r = jobgen(verb, "--spool", str(file), "--job", "j", "--", "/bin/true")
+    assert (r.returncode, r.stderr) == (EXIT_SPOOL, f"jobgen {verb}: cannot use the queue: Not a directory: {file}\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["file"] and file.read_text() == ""
+
+
+def test_retry_or_drop_in_a_spool_that_is_not_there_is_not_no_such_request(tmp_path):
+    gone = tmp_path / "nope"
+    r = jobgen("queue", "--spool", str(gone), "--job", "j", "--drop", "00000000000000000001-12345678")
+    assert (r.returncode, r.stderr) == (EXIT_SPOOL, f"jobgen queue: cannot use the queue: No such file or directory: {gone}\n")
+    assert not gone.exists()

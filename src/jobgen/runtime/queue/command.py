@@ -166,6 +166,8 @@ def drain_cmd(args: argparse.Namespace, command: list[str]) -> Result:
     if not command:
         raise UsageError("no command after `--`")
     store = open_store(args)
+    if isinstance(store, Spool):
+        store.require()
     levels = {outcomes.RETRY: 4, outcomes.FAILED: 3, outcomes.RECOVERED: 4, outcomes.TIMEOUT: 4}
 
     def log(outcome: str, req, message: str) -> None:
@@ -176,6 +178,8 @@ def drain_cmd(args: argparse.Namespace, command: list[str]) -> Result:
 
 def queue_cmd(args: argparse.Namespace) -> Result:
     store = open_store(args)
+    if isinstance(store, Spool):
+        store.require()
     try:
         if args.retry:
             req = store.retry(args.retry)

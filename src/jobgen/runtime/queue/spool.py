@@ -155,6 +155,13 @@ class Spool:
     def folder(self, state: str) -> Path:
         return self.root / state
 
+    def require(self) -> None:
+        """The spool folder itself must be there: systemd-tmpfiles makes it when the job is
+        applied, and listing or draining a folder that is not there would answer "nothing
+        queued", which nobody can know. Raises OSError naming the folder."""
+        if not stat.S_ISDIR(os.stat(self.root).st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self.root))
+
     def create(self) -> None:
         """Make the folders (tmpfiles.d makes SPOOL itself with its owner and mode)."""
         for sub in SPOOL_FOLDERS:
