@@ -298,3 +298,20 @@ def test_a_folder_the_drainer_cannot_move_is_skipped_and_the_queue_goes_on(publi
         f"[True] [('{NAME}.json', 'not a regular file; cannot move it: Permission denied', ''), "
         f"('{NAME}.json', 'not a regular file; cannot move it: Permission denied', '')]"
     )
+
+
+@pytest.mark.parametrize("counter", ["9" * 20, "1" * 64 + "\n", "1" * 5000])
+def test_a_counter_too_big_for_an_id_does_not_lose_the_next_request(tmp_path, counter):
+    # A request named from such a number is not a request id: it was reported enqueued,
+    # then set aside by the next listing and never run.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    first = enqueue(spool, "a")
+    (spool / "seq").write_text(counter)
+    r = jobgen("enqueue", *store(spool), "--", "b")
+    assert r.returncode == 0, r.stderr
+    second = r.stdout.strip()
+    assert second.startswith(f"{2:020d}-")
+    doc = listing(spool)
+    assert [(q["id"], q["args"]) for q in doc["requests"]] == [(first, ["a"]), (second, ["b"])]
+    assert doc[SET_ASIDE] == []

@@ -218,7 +218,9 @@ class Spool:
                 last = int(os.read(fd, 64).decode("ascii").strip() or 0)
             finally:
                 os.close(fd)
-            if last < 0:
+            # A number the id's digits cannot hold would make a request whose name is not
+            # a request id: reported enqueued, then set aside and never run.
+            if not 0 <= last < 10**_SEQ_WIDTH - 1:
                 raise ValueError(last)
         except FileNotFoundError:
             last = 0
