@@ -98,8 +98,16 @@ class JobStatus:
 # --------------------------------------------------------------------------- readers
 
 
-def read_journal(lines: Iterable[str]) -> list[dict]:
-    """`journalctl -o json` output -> its entries (lines that are not JSON objects are ignored)."""
+def read_journal(lines: Iterable[str]) -> list[dict[str, str]]:
+    """`journalctl -o json` output -> its entries, each with its fields whose value is one
+    string (lines that are not JSON objects are ignored).
+
+    journalctl gives a field the sender wrote twice as an array, one with bytes that are
+    not printable UTF-8 as an array of numbers, and one past 4096 bytes as null
+    (journalctl(1), -o json). Every sender can do that (a local user's `logger --journald`,
+    the job's own command), and no reporter line has such a field: it is dropped, so the
+    line lacks it (it is then no jobgen line, or counts nothing) instead of stopping
+    status for every job."""
     out = []
     for line in lines:
         line = line.strip()
@@ -110,7 +118,7 @@ def read_journal(lines: Iterable[str]) -> list[dict]:
         except ValueError:
             continue
         if isinstance(entry, dict):
-            out.append(entry)
+            out.append({k: v for k, v in entry.items() if isinstance(v, str)})
     return out
 
 
