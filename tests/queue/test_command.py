@@ -2,13 +2,20 @@
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import json
+import os
+import signal
+import subprocess
+import time
 from pathlib import Path
 
 import pytest
 
-from jobgen.contract.queue import EXIT_SPOOL
-from support.cli import jobgen
+from jobgen.cli.exits import EXIT_INTERRUPTED
+from jobgen.contract.queue import EXIT_SPOOL, PENDING, TMP
+from support.cli import JOBGEN, PLAIN, jobgen
 
 
 
@@ -80,3 +87,34 @@ def test_retry_or_drop_in_a_spool_that_is_not_there_is_not_no_such_request(tmp_p
     r = jobgen("queue", "--spool", str(gone), "--job", "j", "--drop", "00000000000000000001-12345678")
     assert (r.returncode, r.stderr) == (EXIT_SPOOL, f"jobgen queue: cannot use the queue: No such file or directory: {gone}\n")
     assert not gone.exists()
+
+
+def test_ctrl_c_while_enqueue_waits_for_the_lock_is_one_line(tmp_path):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    assert jobgen("enqueue", "--spool", str(spool), "--job", "j").returncode == 0
+    before = sorted(os.listdir(spool / PENDING))
+    # Another enqueuer holds the lock: this one waits for it (up to 30 s), and the operator
+    # presses Ctrl-C.
+    held = os.open(spool / ".enqueue.lock", os.O_RDWR)
+    fcntl.flock(held, fcntl.LOCK_EX)
+    try:
+        proc = subprocess.Popen([*JOBGEN, "enqueue", "--spool", str(spool), "--job", "j", "--", "late"],
+                                stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env={**os.environ, **PLAIN})
+
+        def waiting() -> bool:  # it has opened the lock file: it is in the wait loop
+            with contextlib.suppress(OSError):
+                return any(os.readlink(f"/proc/{proc.pid}/fd/{fd}") == str(spool / ".enqueue.lock")
+                           for fd in os.listdir(f"/proc/{proc.pid}/fd"))
+            return False
+
+        deadline = time.monotonic() + 120
+        while not waiting():
+            assert proc.poll() is None and time.monotonic() < deadline, proc.stderr.read() if proc.poll() is not None else "timed out"
+            time.sleep(0.01)
+        proc.send_signal(signal.SIGINT)
+        out, err = proc.communicate(timeout=120)
+    finally:
+        os.close(held)
+    assert (proc.returncode, out, err) == (EXIT_INTERRUPTED, "", "jobgen enqueue: interrupted\n")
+    assert sorted(os.listdir(spool / PENDING)) == before and os.listdir(spool / TMP) == []

@@ -36,7 +36,16 @@ def main() -> None:
     if argv[:1] and argv[0] in RUNTIME_QUEUE_VERBS and (argv[0] == "drain" or _store_form(argv[1:])):
         from jobgen.runtime.queue import command
 
-        result = command.main(argv[0], argv[1:])
+        try:
+            result = command.main(argv[0], argv[1:])
+        except KeyboardInterrupt:
+            # Ctrl-C (an enqueue waiting for another one's lock, a long listing): the
+            # operator's choice, said as the other commands say it. Not "not recorded": the
+            # request may have been renamed into pending/ just before.
+            from jobgen.cli.exits import EXIT_INTERRUPTED
+
+            print(f"jobgen {argv[0]}: interrupted", file=sys.stderr)
+            sys.exit(EXIT_INTERRUPTED)
         for line in result.out:
             print(line)
         for line in result.err:
