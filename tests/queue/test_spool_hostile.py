@@ -192,6 +192,18 @@ def test_a_name_with_a_newline_stays_on_one_line(tmp_path):
     assert len(r.stderr.splitlines()) == 1 and "x\\npending" in r.stderr
 
 
+def test_arguments_with_a_newline_stay_on_their_request_row(tmp_path):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    rid = enqueue(spool, "a\nfailed   00000000000000000009-deadbeef  age 0s  attempts 3", "\x1b[2K")
+    r = jobgen("queue", *store(spool))
+    assert r.returncode == 0
+    (row,) = r.stdout.splitlines()[1:]
+    assert row.startswith(f"pending  {rid}  age ")
+    assert row.endswith("attempts 0  a\\nfailed   00000000000000000009-deadbeef  age 0s  attempts 3 \\x1b[2K")
+    assert listing(spool)["requests"][0]["args"] == ["a\nfailed   00000000000000000009-deadbeef  age 0s  attempts 3", "\x1b[2K"]
+
+
 def test_any_name_in_pending_is_set_aside_so_the_path_unit_does_not_loop(tmp_path):
     # DirectoryNotEmpty= starts the drainer while pending/ has any entry: a stray name that
     # the drainer skipped would start it again and again.

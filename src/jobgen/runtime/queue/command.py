@@ -212,7 +212,8 @@ def queue_cmd(args: argparse.Namespace) -> Result:
     for state, r in rows:
         age = max(0, (now - r.enqueued_usec) // 1_000_000)
         status = "" if r.last_status is None else f" last exit {r.last_status}"
-        out.append(f"{state:8} {r.id}  age {age}s  attempts {r.attempts}{status}  {' '.join(r.args)}".rstrip())
+        # Arguments are whoever enqueued's: escaped, so one cannot print a row of its own.
+        out.append(f"{state:8} {r.id}  age {age}s  attempts {r.attempts}{status}  {' '.join(map(_shown, r.args))}".rstrip())
     for name, why in aside:
         out.append(f"{SET_ASIDE:9} {_shown(str(store.root / SET_ASIDE / name))}  ({why}; never run: inspect it, then remove it)")
     return Result(out=out)
