@@ -6,15 +6,17 @@ mount namespace. What status reports on a running systemd: tests/e2e/test_status
 
 import os
 import shutil
+import signal
 import subprocess
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from jobgen.cli.exits import EXIT_INVALID, EXIT_OUTPUT, EXIT_REFUSED
-from support.cli import jobgen
+from jobgen.cli.exits import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OUTPUT, EXIT_REFUSED
+from support.cli import JOBGEN, PLAIN, jobgen
 
 MANIFEST = textwrap.dedent("""\
     jobgen: 1
@@ -98,3 +100,29 @@ def test_output_in_a_folder_this_user_cannot_write(manifest):
 def test_status_needs_the_manifest():
     r = jobgen("status")
     assert r.returncode == EXIT_INVALID and "Missing argument 'MANIFEST'" in r.stderr
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, -signal.SIGTERM)])
+def test_a_run_stopped_while_the_journal_is_read_leaves_the_textfile_as_it_was(manifest, tmp_path, signum, code):
+    # Ctrl-C, or systemd stopping a status service (SIGTERM), while journalctl reads: the -o
+    # file's temporary file is already made (so that an unwritable folder fails at once).
+    # A journalctl that says it started, then waits on its standard input (the test's pipe).
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "journalctl").write_text('#!/bin/sh\n: > "$JOBGEN_TEST_STARTED"\nexec cat\n')
+    (fake / "journalctl").chmod(0o755)
+    started = tmp_path / "started"
+    folder = tmp_path / "textfiles"
+    folder.mkdir()
+    (folder / "jobgen.prom").write_text("# the last good file\n")
+    env = {**os.environ, **PLAIN, "PATH": f"{fake}:/usr/bin:/bin", "JOBGEN_TEST_STARTED": str(started)}
+    proc = subprocess.Popen([*JOBGEN, "status", str(manifest), "--format", "prometheus", "-o", str(folder / "jobgen.prom")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while not started.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, "Traceback" in err) == (code, "", False)
+    assert [(p.name, p.read_text()) for p in folder.iterdir()] == [("jobgen.prom", "# the last good file\n")]

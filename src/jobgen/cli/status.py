@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import signal
 import tempfile
 from datetime import datetime, timezone
 from enum import Enum
@@ -82,6 +83,14 @@ def _cannot_write(path: Path, exc: OSError) -> int:
     return EXIT_OUTPUT
 
 
+class _Terminated(BaseException):
+    """SIGTERM (systemd stopping a status service) while the -o file's temporary file exists."""
+
+
+def _terminated(signum, _frame) -> None:
+    raise _Terminated()
+
+
 def status(manifest: Path, *, since: str, fmt: StatusFormat = StatusFormat.text, output: Optional[Path] = None) -> int:
     """Report ``manifest``'s jobs on this host since ``since``, to stdout or ``output``; the exit code."""
     from jobgen.compiler import plan
@@ -90,10 +99,31 @@ def status(manifest: Path, *, since: str, fmt: StatusFormat = StatusFormat.text,
     (result,) = build_all([manifest], None, plan.DEFAULT_HOLDER, Format.text)
     users = {job: run.user for job, run in result.plan.runs.items()}
     sources = host.sources_of(result.plan.journal_units, users)
+    if output is None:
+        return _report(host, sources, since, fmt, None, None)
     try:
-        textfile = _Textfile(output) if output is not None else None
+        textfile = _Textfile(output)
     except OSError as exc:
         return _cannot_write(output, exc)
+    # The temporary file must not outlive an interrupted run: each Ctrl-C, or each stop of a
+    # status service (systemd's SIGTERM, e.g. while journalctl reads), left one more in the
+    # textfile collector's folder. A SIGTERM still ends the process by SIGTERM, as without -o.
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _report(host, sources, since, fmt, output, textfile)
+    except _Terminated:
+        textfile.discard()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise SystemExit(128 + signal.SIGTERM) from None  # not reached: the signal ends us
+    except BaseException:
+        textfile.discard()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report(host, sources, since: str, fmt: StatusFormat, output: Optional[Path], textfile: Optional[_Textfile]) -> int:
     try:
         statuses = host.collect(sources, since)
     except host.StatusError as exc:
