@@ -327,3 +327,20 @@ def test_a_counter_too_big_for_an_id_does_not_lose_the_next_request(tmp_path, co
     doc = listing(spool)
     assert [(q["id"], q["args"]) for q in doc["requests"]] == [(first, ["a"]), (second, ["b"])]
     assert doc[SET_ASIDE] == []
+
+
+@pytest.mark.parametrize("what,damage", [
+    ("emptied", lambda seq: seq.write_text("")),
+    ("put back from an older copy", lambda seq: seq.write_text("1\n")),
+    ("replaced by a FIFO (reads as nothing)", lambda seq: (seq.unlink(), os.mkfifo(seq))),
+])
+def test_a_counter_behind_the_requests_on_disk_does_not_jump_the_queue(tmp_path, what, damage):
+    # Requests run in name order: a new one numbered below waiting ones would run first.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    waiting = [enqueue(spool, arg) for arg in ("one", "two", "three")]
+    damage(spool / "seq")
+    late = enqueue(spool, "four")
+    assert late.startswith(f"{4:020d}-")
+    assert [(q["id"], q["args"]) for q in listing(spool)["requests"]] == [*zip(waiting, [["one"], ["two"], ["three"]]), (late, ["four"])]
+    assert (spool / "seq").read_text() == "4\n"

@@ -19,8 +19,9 @@ Promises (README "overlap: queue"):
   that is not its own id, not a regular file, a symlink, another owner than the spool's,
   bigger than MAX_REQUEST_BYTES) is moved to malformed/ unread-as-work, reported once
   (``report``), and the requests around it go on.
-- Arrival order: numbers come from ``seq`` under the enqueue lock, so concurrent enqueuers on
-  the host never share a number and a name's order is the order the requests were accepted.
+- Arrival order: numbers come from ``seq`` under the enqueue lock, and never at or below a
+  request's name on disk, so concurrent enqueuers on the host never share a number and a
+  name's order is the order the requests were accepted.
 - A request leaves ``running/`` only after its command finished: removed on success, moved
   back to ``pending/`` (same name, so it stays first) on failure, or to ``failed/`` once it
   has been started ``max_attempts`` times. A drainer killed mid-run leaves it in
@@ -222,15 +223,29 @@ class Spool:
             # a request id: reported enqueued, then set aside and never run.
             if not 0 <= last < 10**_SEQ_WIDTH - 1:
                 raise ValueError(last)
-        except FileNotFoundError:
-            last = 0
         except (ValueError, UnicodeDecodeError, OSError):
-            # A damaged counter (text, a symlink, a folder) must not lose order: continue
-            # after the highest name on disk.
-            last = max((int(r.id.split("-")[0]) for s in STATES for r in self.list(s)), default=0)
-        seq = last + 1
+            # Missing, or damaged (text, a symlink, a folder): order comes from the names.
+            last = 0
+        # Never at or below a request on disk, whatever the counter says: one emptied, or
+        # put back from an older copy, numbered new requests before waiting ones (they
+        # would have run first). Names only: no request file is read for this.
+        seq = max(last, self._highest_on_disk()) + 1
+        if seq >= 10**_SEQ_WIDTH:  # only a planted name gets here: refuse, never misname
+            raise OSError(errno.EOVERFLOW, f"no request number left after {seq - 1}", str(path))
         self._atomic_write(path, f"{seq}\n".encode())
         return seq
+
+    def _highest_on_disk(self) -> int:
+        highest = 0
+        for state in STATES:
+            try:
+                names = os.listdir(self.folder(state))
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if name.endswith(_SUFFIX) and REQUEST_ID.fullmatch(name[: -len(_SUFFIX)]):
+                    highest = max(highest, int(name[:_SEQ_WIDTH]))
+        return highest
 
     def _write_new(self, state: str, req: Request) -> None:
         tmp = self.root / TMP / f"{req.id}{_SUFFIX}"
