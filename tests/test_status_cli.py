@@ -126,3 +126,22 @@ def test_a_run_stopped_while_the_journal_is_read_leaves_the_textfile_as_it_was(m
     out, err = proc.communicate(timeout=120)
     assert (proc.returncode, out, "Traceback" in err) == (code, "", False)
     assert [(p.name, p.read_text()) for p in folder.iterdir()] == [("jobgen.prom", "# the last good file\n")]
+
+
+@pytest.mark.parametrize("what,says", [
+    ("exits 0 and says nothing (a stub, a wrapper that swallows it)", ""),
+    ("exits 0 and says bytes that are not UTF-8", r"\377\376Id=report.timer"),
+])
+def test_a_systemctl_that_does_not_answer_for_the_timer_is_not_no_timer(manifest, tmp_path, what, says):
+    # A real systemctl answers every unit it is asked about (LoadState=not-found for one it
+    # does not know): no answer must not become a table of '-' timers, nor a traceback.
+    needs("journalctl")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "systemctl").write_text(f"#!/bin/sh\nprintf '{says}'\n")
+    (fake / "systemctl").chmod(0o755)
+    out = tmp_path / "jobgen.prom"
+    r = jobgen("status", str(manifest), "-o", str(out), env={**os.environ, "PATH": f"{fake}:/usr/bin:/bin"})
+    assert r.stderr == "jobgen: error: cannot reach systemd: systemctl show said nothing about report.timer\n"
+    assert (r.returncode, r.stdout) == (EXIT_REFUSED, "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "m.yaml"]

@@ -254,7 +254,9 @@ def _first_line(text: str) -> str:
 
 def _ask(run: Run, argv: list[str], env: dict[str, str], kind: str) -> subprocess.CompletedProcess:
     try:
-        return run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+        # errors="replace": bytes that are not UTF-8 are not a reason to fail with a traceback;
+        # what is read from them is checked like any other answer.
+        return run(argv, capture_output=True, text=True, errors="replace", timeout=TIMEOUT, env=env)
     except subprocess.TimeoutExpired:
         raise StatusError(kind, f"{argv[0]} did not answer within {TIMEOUT}s") from None
     except OSError as exc:  # not installed, not executable
@@ -292,6 +294,12 @@ def collect(sources: list[Source], since: str = DEFAULT_SINCE, run: Run = spawn.
         if show.returncode != 0:  # not booted with systemd, no bus: no timer state, and no trust in a table of zeros
             raise StatusError("systemd", f"cannot reach systemd: systemctl show exited {show.returncode}: {_first_line(show.stderr)}")
         timers = read_show(show.stdout)
+        # systemctl show answers every unit it is asked about, one it does not know with
+        # LoadState=not-found: no answer is not "no timer here" (a stub systemctl, a wrapper
+        # that swallows output), and a table of '-' timers would say what nobody knows.
+        unanswered = [f"{j}.timer" for j in jobs if f"{j}.timer" not in timers]
+        if unanswered:
+            raise StatusError("systemd", f"cannot reach systemd: systemctl show said nothing about {unanswered[0]}")
     lines = attest(read_journal(journal.stdout.splitlines()), sources)
     return summarize(jobs, lines, timers, {s.job for s in sources if s.kind == QUEUE})
 
