@@ -7,6 +7,7 @@ mount namespace. What status reports on a running systemd: tests/e2e/test_status
 import os
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import textwrap
@@ -145,3 +146,29 @@ def test_a_systemctl_that_does_not_answer_for_the_timer_is_not_no_timer(manifest
     assert r.stderr == "jobgen: error: cannot reach systemd: systemctl show said nothing about report.timer\n"
     assert (r.returncode, r.stdout) == (EXIT_REFUSED, "")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "m.yaml"]
+
+
+def _device(path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is
+
+
+@pytest.mark.parametrize("what,make,reason", [
+    ("a device, as -o /dev/null", _device, "not a regular file"),
+    ("a link, as -o /dev/stdout", lambda p: p.symlink_to("/proc/self/fd/1"), "a symbolic link"),
+    ("a FIFO", os.mkfifo, "not a regular file"),
+    ("a folder", lambda p: p.mkdir(), "not a regular file"),
+])
+def test_an_output_that_is_not_a_regular_file_is_not_replaced(manifest, tmp_path, what, make, reason):
+    # -o renames a new file over the name: as root, `-o /dev/null` turned /dev/null into a
+    # regular file holding the metrics.
+    out = tmp_path / "out"
+    make(out)
+    before = os.lstat(out)
+    r = jobgen("status", str(manifest), "-o", str(out))
+    assert r.stderr == f"jobgen: error: cannot write {out}: {reason}; -o replaces a regular file by renaming a new one over it\n"
+    assert (r.returncode, r.stdout) == (EXIT_OUTPUT, "")
+    after = os.lstat(out)
+    assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml", "out"]

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import signal
+import stat
 import tempfile
 from datetime import datetime, timezone
 from enum import Enum
@@ -55,6 +57,17 @@ class _Textfile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        # The rename replaces whatever has the name: as root, `-o /dev/null` made /dev/null a
+        # regular file, and `-o /dev/stdout` replaced that link. Only a regular file (or
+        # nothing) is replaced; a link, device, FIFO or folder is refused.
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            pass
+        else:
+            if not stat.S_ISREG(st.st_mode):
+                what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+                raise OSError(errno.EINVAL, f"{what}; -o replaces a regular file by renaming a new one over it", str(path))
         fd, self.tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         self.file = os.fdopen(fd, "w", encoding="utf-8")
 
