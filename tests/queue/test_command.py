@@ -118,3 +118,25 @@ def test_ctrl_c_while_enqueue_waits_for_the_lock_is_one_line(tmp_path):
         os.close(held)
     assert (proc.returncode, out, err) == (EXIT_INTERRUPTED, "", "jobgen enqueue: interrupted\n")
     assert sorted(os.listdir(spool / PENDING)) == before and os.listdir(spool / TMP) == []
+
+
+@pytest.mark.parametrize("what,command,reason", [
+    ("gone (removed by a deploy)", "missing", "No such file or directory"),
+    ("not executable", "plain", "Permission denied"),
+])
+def test_a_command_that_cannot_start_is_a_failed_attempt_not_a_spool_error(tmp_path, what, command, reason):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    (tmp_path / "plain").write_text("#!/bin/sh\n")
+    store = ["--spool", str(spool), "--job", "j", "--max-attempts", "2"]
+    rid = jobgen("enqueue", *store).stdout.strip()
+    program = str(tmp_path / command)
+    for attempt, outcome in ((1, "retry"), (2, "failed")):
+        r = jobgen("drain", *store, "--", program)
+        assert (r.returncode, r.stdout) == (1, ""), r.stderr  # left work, as any failed request
+        if not os.path.exists("/run/systemd/journal/socket"):  # the lines go to stderr
+            assert r.stderr.splitlines()[-1] == (f"jobgen: j: {outcome}: request {rid}: cannot start {program}: {reason}: "
+                                                 f"exit status 203: {outcome}")
+        (listed,) = json.loads(jobgen("queue", *store, "--format", "json").stdout)["requests"]
+        assert (listed["id"], listed["state"], listed["attempts"], listed["last_status"]) == (
+            rid, "pending" if outcome == "retry" else "failed", attempt, 203)

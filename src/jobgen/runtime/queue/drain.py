@@ -103,7 +103,21 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
             child_env = dict(env) | {"JOBGEN_REQUEST_ID": req.id, "JOBGEN_REQUEST_ATTEMPT": str(req.attempts)}
             # Owned as `jobgen lock` owns its command (tree.Tree): its own process group, the
             # drainer a subreaper, so a stop reaches everything the request started.
-            owned = tree.Tree.start([*argv, *req.args], child_env)
+            try:
+                owned = tree.Tree.start([*argv, *req.args], child_env)
+            except OSError as exc:
+                # The command cannot be started (gone after a deploy, not executable): this
+                # request's failed attempt, with the status systemd gives an ExecStart= it
+                # cannot exec (203/EXEC, as `jobgen run`), never a spool that cannot be used
+                # nor a request left in running/ as if its drainer had been killed.
+                from jobgen.runtime.run import EXIT as RUN_EXIT
+
+                status = RUN_EXIT["exec"][0]
+                outcome = spool.finish(req, status)
+                counts[outcome] += 1
+                log(outcome, req, f"request {req.id}: cannot start {argv[0]}: {exc.strerror or exc}: "
+                    f"exit status {status}: {outcome}")
+                break
             child[:] = [owned]
             for signum in list(stopping):  # a stop that came while it was starting
                 owned.signal(signum)
