@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from jobgen.contract.queue import EXIT_SPOOL, MAX_REQUEST_BYTES, SET_ASIDE
+from jobgen.contract.queue import EXIT_SPOOL, MAX_REQUEST_BYTES, SET_ASIDE, SPOOL_FOLDERS
 from jobgen.runtime.queue.spool import PENDING, Spool, TooBig
 from support.cli import jobgen as run_jobgen
 
@@ -344,3 +344,31 @@ def test_a_counter_behind_the_requests_on_disk_does_not_jump_the_queue(tmp_path,
     assert late.startswith(f"{4:020d}-")
     assert [(q["id"], q["args"]) for q in listing(spool)["requests"]] == [*zip(waiting, [["one"], ["two"], ["three"]]), (late, ["four"])]
     assert (spool / "seq").read_text() == "4\n"
+
+
+def test_what_root_makes_in_a_users_spool_is_that_users(public_tmp):
+    # Root's enqueue into a fresh user spool (the units' form typed as root) made tmp/,
+    # pending/, ... and .enqueue.lock root's, 0700/0600: the user's timer could enqueue no
+    # more and its drainer never ran again ('cannot use the queue: Permission denied').
+    # Likewise malformed/, made by root's listing after an operator removed the folder.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as two users")
+    nobody = pwd.getpwnam("nobody")
+    spool = public_tmp / "spool"
+    spool.mkdir(mode=0o700)
+    os.chown(spool, nobody.pw_uid, nobody.pw_gid)
+    first = enqueue(spool, "by-root")
+    (spool / PENDING / "stray").write_text("")
+    os.chown(spool / PENDING / "stray", nobody.pw_uid, nobody.pw_gid)
+    (spool / SET_ASIDE).rmdir()
+    assert [q["id"] for q in listing(spool)["requests"]] == [first]
+    assert {p.name: (p.lstat().st_uid, p.lstat().st_gid) for p in spool.iterdir()} == dict.fromkeys(
+        [".enqueue.lock", "seq", *SPOOL_FOLDERS], (nobody.pw_uid, nobody.pw_gid))
+    as_user = partial(jobgen, prefix=("setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"))
+    second = as_user("enqueue", *store(spool), "--", "by-the-user")
+    assert second.returncode == 0, second.stderr
+    drained = as_user("drain", *store(spool), "--", "/bin/true")
+    assert drained.returncode == 0, drained.stderr
+    r = as_user("queue", *store(spool), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["requests"] == []

@@ -166,7 +166,19 @@ class Spool:
     def create(self) -> None:
         """Make the folders (tmpfiles.d makes SPOOL itself with its owner and mode)."""
         for sub in SPOOL_FOLDERS:
-            (self.root / sub).mkdir(mode=0o700, exist_ok=True)
+            self._make_folder(self.root / sub)
+
+    def _make_folder(self, path: Path) -> None:
+        """A sub-folder, handed to the spool's owner when root makes it (as a request file
+        is, _owner): a root-owned 0700 pending/ or malformed/ in a user's spool would stop
+        that user's drainer and listing for good ('cannot use the queue: Permission denied')."""
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            return
+        owner = self._owner()
+        if owner is not None:
+            os.chown(path, *owner, follow_symlinks=False)
 
     # ------------------------------------------------------------------ enqueue
 
@@ -198,6 +210,10 @@ class Spool:
     def _enqueue_lock(self) -> Iterator[None]:
         fd = os.open(self.root / ".enqueue.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
+            # Root's first enqueue makes it: the spool owner's enqueuers must open it too.
+            owner = self._owner()
+            if owner is not None and os.fstat(fd).st_uid != owner[0]:
+                os.fchown(fd, *owner)
             deadline = time.monotonic() + self.lock_timeout
             while True:
                 try:
@@ -326,7 +342,7 @@ class Spool:
         """Move a file that is not a request out of the queue's way, keeping it for the
         operator; told to ``report`` only by the process whose rename moved it."""
         aside = self.root / SET_ASIDE
-        aside.mkdir(mode=0o700, exist_ok=True)
+        self._make_folder(aside)
         dest = aside / name
         n = 0
         while os.path.lexists(dest):  # keep earlier ones: a name may come back
