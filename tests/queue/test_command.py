@@ -61,6 +61,10 @@ def test_usage_and_a_missing_spool_are_one_line(tmp_path):
     bad = jobgen("enqueue", "--spool", str(tmp_path), "--job", "j", "--max-pending", "0")
     assert bad.returncode == 64
     assert bad.stderr == "jobgen enqueue: usage error: argument --max-pending: '0' is not a whole number >= 1\n"
+    for verb in ("enqueue", "drain", "queue"):
+        empty = jobgen(verb, "--spool", "", "--job", "j", "--", "/bin/true", cwd=tmp_path)
+        assert (empty.returncode, empty.stderr) == (64, f"jobgen {verb}: usage error: --spool needs a folder\n")
+    assert list(tmp_path.iterdir()) == []  # not the working folder taken for a spool
     gone = jobgen("enqueue", "--spool", str(tmp_path / "nope"), "--job", "j")
     assert gone.returncode == 71
     assert gone.stderr == (f"jobgen enqueue: j: rejected: request not recorded: cannot write the spool: "

@@ -96,6 +96,9 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def open_store(args: argparse.Namespace):
+    if args.spool == "":
+        # Not the cluster form (which said '--backend needs --name'), nor the working folder.
+        raise UsageError("--spool needs a folder")
     if args.spool:
         def report(bad: SetAside) -> None:
             # Journal, or stderr where there is none: a set-aside file is never silent.
