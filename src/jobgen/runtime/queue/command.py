@@ -33,12 +33,14 @@ from pathlib import Path
 
 from jobgen.runtime import journal
 from jobgen.contract import outcomes
+from jobgen.contract.locks import EXIT as LOCK_EXIT
 from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL, ON_FULL, REJECT, SET_ASIDE
 from jobgen.contract import policies
 from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.runtime.queue.spool import STATES, NoSuchRequest, QueueFull, SetAside, Spool, TooBig
 
-EXIT_OK, EXIT_LEFT_WORK, EXIT_USAGE = 0, 1, 64
+EXIT_OK = 0
+EXIT_USAGE = LOCK_EXIT["usage"][0]  # a bad command line, as `jobgen lock` says it
 
 
 class UsageError(Exception):

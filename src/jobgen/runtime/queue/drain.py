@@ -29,6 +29,7 @@ from typing import Callable, Mapping
 from jobgen.contract import outcomes
 from jobgen.contract.outcomes import STOPPED
 from jobgen.contract.policies import TIMEOUT_EXIT
+from jobgen.contract.queue import EXIT_LEFT_WORK
 from jobgen.runtime import tree
 from jobgen.runtime.queue.spool import Request, Spool
 
@@ -52,7 +53,7 @@ class Summary:
     @property
     def exit_code(self) -> int:
         # A drain that left work behind failed, so OnFailure= and `systemctl status` see it.
-        return 1 if (self.retry or self.failed or self.stopped) else 0
+        return EXIT_LEFT_WORK if (self.retry or self.failed or self.stopped) else 0
 
 
 # timeout(1)'s status for a command it had to stop (a request past the job's `timeout`),
