@@ -372,3 +372,31 @@ def test_what_root_makes_in_a_users_spool_is_that_users(public_tmp):
     r = as_user("queue", *store(spool), "--format", "json")
     assert r.returncode == 0, r.stderr
     assert json.loads(r.stdout)["requests"] == []
+
+
+@pytest.mark.parametrize("link", [PENDING, SET_ASIDE])
+def test_root_in_a_users_spool_moves_nothing_through_a_link_the_user_planted(public_tmp, link):
+    # The units' form typed as root on a user's spool. pending -> /etc had root move every
+    # file of /etc into the user's malformed/; malformed -> /etc/profile.d had root rename a
+    # file the user wrote (pending/evil.sh) into it. Root now acts as the spool's owner.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as two users")
+    nobody = pwd.getpwnam("nobody")
+    spool = public_tmp / "spool"
+    spool.mkdir(mode=0o700)
+    os.chown(spool, nobody.pw_uid, nobody.pw_gid)
+    victim = public_tmp / "etc"
+    victim.mkdir()
+    (victim / "shadow").write_text("root:secret\n")
+    (spool / link).symlink_to(victim)
+    os.lchown(spool / link, nobody.pw_uid, nobody.pw_gid)
+    if link == SET_ASIDE:
+        (spool / PENDING).mkdir(mode=0o700)
+        (spool / PENDING / "evil.sh").write_text("echo owned\n")
+        for path in (spool / PENDING, spool / PENDING / "evil.sh"):
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    for verb in ("queue", "drain"):
+        r = jobgen(verb, *store(spool), "--", "/bin/true")
+        assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in victim.iterdir()) == ["shadow"]
+    assert (victim / "shadow").read_text() == "root:secret\n" and (victim / "shadow").stat().st_uid == 0

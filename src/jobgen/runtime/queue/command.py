@@ -102,6 +102,8 @@ def open_store(args: argparse.Namespace):
         # Not the cluster form (which said '--backend needs --name'), nor the working folder.
         raise UsageError("--spool needs a folder")
     if args.spool:
+        _as_spool_owner(Path(args.spool))
+
         def report(bad: SetAside) -> None:
             # Journal, or stderr where there is none: a set-aside file is never silent.
             where = f"moved to {_shown(bad.moved_to)}" if bad.moved_to else "skipped where it is"
@@ -121,6 +123,34 @@ def open_store(args: argparse.Namespace):
             target = backends.with_password(target, fh.read().rstrip("\n"))
     opts = backends.Options(wait=0.0, ttl=60.0, connect_timeout=args.connect_timeout)
     return open_queue(target, args.name, Limits(args.max_pending, args.on_full, args.max_attempts), opts)
+
+
+def _as_spool_owner(root: Path) -> None:
+    """Root acting on a user's spool (the units' form typed as root) acts as that user, as
+    the units and `jobgen queue|enqueue MANIFEST JOB` do. The folder tree is the user's, who
+    can make any sub-folder a symbolic link, also between a check and a rename: as root,
+    `pending -> /etc` had every file of /etc moved into the user's malformed/, and
+    `malformed -> /etc/profile.d` a file of the user's renamed into it. As the user, every
+    step is one the user could take anyway."""
+    if os.geteuid() != 0:
+        return
+    try:
+        st = os.stat(root)
+    except OSError:
+        return  # not there: the command says so in its own words
+    if st.st_uid == 0:
+        return
+    import pwd
+
+    try:
+        user = pwd.getpwuid(st.st_uid)
+        os.initgroups(user.pw_name, user.pw_gid)
+        gid = user.pw_gid
+    except KeyError:  # a uid without a name (DynamicUser=): no supplementary groups
+        os.setgroups([])
+        gid = st.st_gid
+    os.setgid(gid)
+    os.setuid(st.st_uid)
 
 
 def _log(job: str, outcome: str, message: str, request_id: str = "", priority: int = 6, fallback: bool = False) -> None:
