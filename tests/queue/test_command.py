@@ -144,3 +144,27 @@ def test_a_command_that_cannot_start_is_a_failed_attempt_not_a_spool_error(tmp_p
         (listed,) = json.loads(jobgen("queue", *store, "--format", "json").stdout)["requests"]
         assert (listed["id"], listed["state"], listed["attempts"], listed["last_status"]) == (
             rid, "pending" if outcome == "retry" else "failed", attempt, 203)
+
+
+def test_a_reader_gone_away_loses_the_text_not_the_outcome(tmp_path):
+    # `jobgen queue ... | head -1`, or enqueue's id line to a pipe nobody reads: a
+    # BrokenPipeError traceback, and exit 1 where the request had been recorded.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    store = ["--spool", str(spool), "--job", "j"]
+
+    def to_a_closed_pipe(*args: str) -> subprocess.CompletedProcess:
+        read, write = os.pipe()
+        os.close(read)  # the reader is gone before anything is written
+        try:
+            return subprocess.run([*JOBGEN, *args], stdout=write, stderr=subprocess.PIPE, text=True,
+                                  env={**os.environ, **PLAIN}, timeout=120)
+        finally:
+            os.close(write)
+
+    enqueued = to_a_closed_pipe("enqueue", *store, "--", "kept")
+    assert (enqueued.returncode, "Traceback" in enqueued.stderr) == (0, False), enqueued.stderr
+    assert enqueued.stderr.startswith("jobgen enqueue: j: enqueued: ")
+    listed = to_a_closed_pipe("queue", *store)
+    assert (listed.returncode, listed.stderr) == (0, "")
+    assert [r["args"] for r in json.loads(jobgen("queue", *store, "--format", "json").stdout)["requests"]] == [["kept"]]
