@@ -345,14 +345,28 @@ def test_text_output_at_a_glance():
     assert "catalog-refresh" not in result.stdout
 
 
+OUTSIDE = "outside the times systemd's calendar covers (1970-01-01 to 2199-12-31 UTC)"
+
+
 @pytest.mark.parametrize(("args", "message"), [
     (["--job", "nope"], "jobgen: error: examples/shop.yaml: no job 'nope'; jobs: catalog-refresh, invoice-export, sales-report"),
     (["--from", "yesterday"], "jobgen: error: --from yesterday: expected an ISO 8601 time such as 2026-03-29T00:00:00Z"),
     (["--local-zone", "Mars/Base"], "jobgen: error: --local-zone Mars/Base: not a time zone (e.g. Europe/Berlin, UTC)"),
+    # outside systemd's calendar; the first two were years Python's datetime cannot hold (a crash)
+    (["--from", "0001-01-01T00:00:00+14:00"], f"jobgen: error: --from 0001-01-01T00:00:00+14:00: {OUTSIDE}"),
+    (["--from", "9999-12-31T23:59:59-05:00"], f"jobgen: error: --from 9999-12-31T23:59:59-05:00: {OUTSIDE}"),
+    (["--from", "1969-12-31T23:59:59Z"], f"jobgen: error: --from 1969-12-31T23:59:59Z: {OUTSIDE}"),
+    (["--from", "2200-01-01T00:00:00Z"], f"jobgen: error: --from 2200-01-01T00:00:00Z: {OUTSIDE}"),
 ])  # fmt: skip
 def test_bad_options(args, message):
     result = _jobgen("plan", "examples/shop.yaml", *args)
     assert (result.returncode, result.stderr.strip(), result.stdout) == (2, message, "")
+
+
+@pytest.mark.parametrize(("start", "zone"), [("1970-01-01T00:00:00Z", "Pacific/Pago_Pago"), ("2199-12-31T23:59:59Z", "Pacific/Kiritimati")])
+def test_the_first_and_last_second_systemd_covers_in_the_farthest_zones(start, zone):
+    result = _jobgen("plan", "examples/shop.yaml", "--from", start, "--local-zone", zone)
+    assert (result.returncode, result.stderr) == (0, "")
 
 
 def test_an_invalid_manifest_is_reported_like_check():

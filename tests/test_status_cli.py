@@ -6,15 +6,18 @@ mount namespace. What status reports on a running systemd: tests/e2e/test_status
 
 import os
 import shutil
+import signal
+import stat
 import subprocess
 import tempfile
 import textwrap
+import time
 from pathlib import Path
 
 import pytest
 
-from jobgen.cli.exits import EXIT_INVALID, EXIT_OUTPUT, EXIT_REFUSED
-from support.cli import jobgen
+from jobgen.cli.exits import EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OUTPUT, EXIT_REFUSED
+from support.cli import JOBGEN, PLAIN, jobgen
 
 MANIFEST = textwrap.dedent("""\
     jobgen: 1
@@ -98,3 +101,74 @@ def test_output_in_a_folder_this_user_cannot_write(manifest):
 def test_status_needs_the_manifest():
     r = jobgen("status")
     assert r.returncode == EXIT_INVALID and "Missing argument 'MANIFEST'" in r.stderr
+
+
+@pytest.mark.parametrize("signum,code", [(signal.SIGINT, EXIT_INTERRUPTED), (signal.SIGTERM, -signal.SIGTERM)])
+def test_a_run_stopped_while_the_journal_is_read_leaves_the_textfile_as_it_was(manifest, tmp_path, signum, code):
+    # Ctrl-C, or systemd stopping a status service (SIGTERM), while journalctl reads: the -o
+    # file's temporary file is already made (so that an unwritable folder fails at once).
+    # A journalctl that says it started, then waits on its standard input (the test's pipe).
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "journalctl").write_text('#!/bin/sh\n: > "$JOBGEN_TEST_STARTED"\nexec cat\n')
+    (fake / "journalctl").chmod(0o755)
+    started = tmp_path / "started"
+    folder = tmp_path / "textfiles"
+    folder.mkdir()
+    (folder / "jobgen.prom").write_text("# the last good file\n")
+    env = {**os.environ, **PLAIN, "PATH": f"{fake}:/usr/bin:/bin", "JOBGEN_TEST_STARTED": str(started)}
+    proc = subprocess.Popen([*JOBGEN, "status", str(manifest), "--format", "prometheus", "-o", str(folder / "jobgen.prom")],
+                            stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=env)
+    deadline = time.monotonic() + 120
+    while not started.exists():
+        assert proc.poll() is None and time.monotonic() < deadline, proc.communicate()
+        time.sleep(0.01)
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, "Traceback" in err) == (code, "", False)
+    assert [(p.name, p.read_text()) for p in folder.iterdir()] == [("jobgen.prom", "# the last good file\n")]
+
+
+@pytest.mark.parametrize("what,says", [
+    ("exits 0 and says nothing (a stub, a wrapper that swallows it)", ""),
+    ("exits 0 and says bytes that are not UTF-8", r"\377\376Id=report.timer"),
+])
+def test_a_systemctl_that_does_not_answer_for_the_timer_is_not_no_timer(manifest, tmp_path, what, says):
+    # A real systemctl answers every unit it is asked about (LoadState=not-found for one it
+    # does not know): no answer must not become a table of '-' timers, nor a traceback.
+    needs("journalctl")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "systemctl").write_text(f"#!/bin/sh\nprintf '{says}'\n")
+    (fake / "systemctl").chmod(0o755)
+    out = tmp_path / "jobgen.prom"
+    r = jobgen("status", str(manifest), "-o", str(out), env={**os.environ, "PATH": f"{fake}:/usr/bin:/bin"})
+    assert r.stderr == "jobgen: error: cannot reach systemd: systemctl show said nothing about report.timer\n"
+    assert (r.returncode, r.stdout) == (EXIT_REFUSED, "")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["bin", "m.yaml"]
+
+
+def _device(path: Path) -> None:
+    if os.geteuid() != 0:
+        pytest.skip("mknod needs root")
+    os.mknod(path, 0o666 | stat.S_IFCHR, os.makedev(1, 3))  # what /dev/null is
+
+
+@pytest.mark.parametrize("what,make,reason", [
+    ("a device, as -o /dev/null", _device, "not a regular file"),
+    ("a link, as -o /dev/stdout", lambda p: p.symlink_to("/proc/self/fd/1"), "a symbolic link"),
+    ("a FIFO", os.mkfifo, "not a regular file"),
+    ("a folder", lambda p: p.mkdir(), "not a regular file"),
+])
+def test_an_output_that_is_not_a_regular_file_is_not_replaced(manifest, tmp_path, what, make, reason):
+    # -o renames a new file over the name: as root, `-o /dev/null` turned /dev/null into a
+    # regular file holding the metrics.
+    out = tmp_path / "out"
+    make(out)
+    before = os.lstat(out)
+    r = jobgen("status", str(manifest), "-o", str(out))
+    assert r.stderr == f"jobgen: error: cannot write {out}: {reason}; -o replaces a regular file by renaming a new one over it\n"
+    assert (r.returncode, r.stdout) == (EXIT_OUTPUT, "")
+    after = os.lstat(out)
+    assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml", "out"]

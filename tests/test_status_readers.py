@@ -101,6 +101,28 @@ def test_queue_events_are_kept_apart_from_run_outcomes():
     assert not any(line.startswith('jobgen_queue_events{jobgen_job="a"') for line in prom)
 
 
+# journalctl -o json prints a field sent twice as an array, one with bytes that are not
+# printable UTF-8 as an array of numbers, one past 4096 bytes as null (journalctl(1)); any
+# sender can make them: `logger --journald` from a shell, or the job's own command.
+ODD_VALUES = [
+    ("an invocation sent twice, from a shell", reporter("success", unit=None, uid="65534", JOBGEN_INVOCATION_ID=["i2", "i3"])),
+    ("an invocation sent twice, no unit, as the job's user", reporter("success", unit=None, JOBGEN_INVOCATION_ID=["i2", "i2"])),
+    ("an outcome sent twice by the job's command", reporter(["success", "success"], invocation="i7", t=1)),
+    ("an outcome with a control byte", reporter([115, 117, 99, 99, 101, 115, 115, 1], invocation="i7", t=1)),
+    ("an outcome past 4096 bytes", reporter(None, invocation="i7", t=1)),
+    ("a queue event sent twice", reporter(["done", "done"], job="q", unit="q-drain.service", invocation="d1", t=1)),
+    ("a job name sent twice", reporter("success", job=["a", "a"], invocation="i7", t=1)),
+]
+
+
+@pytest.mark.parametrize("what,line", ODD_VALUES, ids=[w for w, _ in ODD_VALUES])
+def test_a_field_that_is_not_one_string_counts_nothing_and_stops_nothing(what, line):
+    text = [json.dumps(e) for e in (*WITNESSES, reporter("failed"), line)]
+    a, q = status.summarize(["a", "q"], status.attest(status.read_journal(text), SOURCES), {}, queued={"q"})
+    assert (a.last_outcome, {k: v for k, v in a.counts.items() if v}) == ("failed", {"failed": 1})
+    assert sum(q.queue_counts.values()) == 0
+
+
 def test_outcome_words_are_the_contracts():
     # the reporter's case arms and the policies' conflict outcomes use only RUN
     written = set(re.findall(r"o=([a-z-]+) ;;", REPORTER)) | {p.conflict_outcome for p in OVERLAP.values()}

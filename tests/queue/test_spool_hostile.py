@@ -21,7 +21,7 @@ from pathlib import Path
 
 import pytest
 
-from jobgen.contract.queue import EXIT_SPOOL, MAX_REQUEST_BYTES, SET_ASIDE
+from jobgen.contract.queue import EXIT_SPOOL, MAX_REQUEST_BYTES, SET_ASIDE, SPOOL_FOLDERS
 from jobgen.runtime.queue.spool import PENDING, Spool, TooBig
 from support.cli import jobgen as run_jobgen
 
@@ -192,6 +192,18 @@ def test_a_name_with_a_newline_stays_on_one_line(tmp_path):
     assert len(r.stderr.splitlines()) == 1 and "x\\npending" in r.stderr
 
 
+def test_arguments_with_a_newline_stay_on_their_request_row(tmp_path):
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    rid = enqueue(spool, "a\nfailed   00000000000000000009-deadbeef  age 0s  attempts 3", "\x1b[2K")
+    r = jobgen("queue", *store(spool))
+    assert r.returncode == 0
+    (row,) = r.stdout.splitlines()[1:]
+    assert row.startswith(f"pending  {rid}  age ")
+    assert row.endswith("attempts 0  a\\nfailed   00000000000000000009-deadbeef  age 0s  attempts 3 \\x1b[2K")
+    assert listing(spool)["requests"][0]["args"] == ["a\nfailed   00000000000000000009-deadbeef  age 0s  attempts 3", "\x1b[2K"]
+
+
 def test_any_name_in_pending_is_set_aside_so_the_path_unit_does_not_loop(tmp_path):
     # DirectoryNotEmpty= starts the drainer while pending/ has any entry: a stray name that
     # the drainer skipped would start it again and again.
@@ -298,3 +310,93 @@ def test_a_folder_the_drainer_cannot_move_is_skipped_and_the_queue_goes_on(publi
         f"[True] [('{NAME}.json', 'not a regular file; cannot move it: Permission denied', ''), "
         f"('{NAME}.json', 'not a regular file; cannot move it: Permission denied', '')]"
     )
+
+
+@pytest.mark.parametrize("counter", ["9" * 20, "1" * 64 + "\n", "1" * 5000])
+def test_a_counter_too_big_for_an_id_does_not_lose_the_next_request(tmp_path, counter):
+    # A request named from such a number is not a request id: it was reported enqueued,
+    # then set aside by the next listing and never run.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    first = enqueue(spool, "a")
+    (spool / "seq").write_text(counter)
+    r = jobgen("enqueue", *store(spool), "--", "b")
+    assert r.returncode == 0, r.stderr
+    second = r.stdout.strip()
+    assert second.startswith(f"{2:020d}-")
+    doc = listing(spool)
+    assert [(q["id"], q["args"]) for q in doc["requests"]] == [(first, ["a"]), (second, ["b"])]
+    assert doc[SET_ASIDE] == []
+
+
+@pytest.mark.parametrize("what,damage", [
+    ("emptied", lambda seq: seq.write_text("")),
+    ("put back from an older copy", lambda seq: seq.write_text("1\n")),
+    ("replaced by a FIFO (reads as nothing)", lambda seq: (seq.unlink(), os.mkfifo(seq))),
+])
+def test_a_counter_behind_the_requests_on_disk_does_not_jump_the_queue(tmp_path, what, damage):
+    # Requests run in name order: a new one numbered below waiting ones would run first.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    waiting = [enqueue(spool, arg) for arg in ("one", "two", "three")]
+    damage(spool / "seq")
+    late = enqueue(spool, "four")
+    assert late.startswith(f"{4:020d}-")
+    assert [(q["id"], q["args"]) for q in listing(spool)["requests"]] == [*zip(waiting, [["one"], ["two"], ["three"]]), (late, ["four"])]
+    assert (spool / "seq").read_text() == "4\n"
+
+
+def test_what_root_makes_in_a_users_spool_is_that_users(public_tmp):
+    # Root's enqueue into a fresh user spool (the units' form typed as root) made tmp/,
+    # pending/, ... and .enqueue.lock root's, 0700/0600: the user's timer could enqueue no
+    # more and its drainer never ran again ('cannot use the queue: Permission denied').
+    # Likewise malformed/, made by root's listing after an operator removed the folder.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as two users")
+    nobody = pwd.getpwnam("nobody")
+    spool = public_tmp / "spool"
+    spool.mkdir(mode=0o700)
+    os.chown(spool, nobody.pw_uid, nobody.pw_gid)
+    first = enqueue(spool, "by-root")
+    (spool / PENDING / "stray").write_text("")
+    os.chown(spool / PENDING / "stray", nobody.pw_uid, nobody.pw_gid)
+    (spool / SET_ASIDE).rmdir()
+    assert [q["id"] for q in listing(spool)["requests"]] == [first]
+    assert {p.name: (p.lstat().st_uid, p.lstat().st_gid) for p in spool.iterdir()} == dict.fromkeys(
+        [".enqueue.lock", "seq", *SPOOL_FOLDERS], (nobody.pw_uid, nobody.pw_gid))
+    as_user = partial(jobgen, prefix=("setpriv", f"--reuid={nobody.pw_uid}", f"--regid={nobody.pw_gid}", "--clear-groups"))
+    second = as_user("enqueue", *store(spool), "--", "by-the-user")
+    assert second.returncode == 0, second.stderr
+    drained = as_user("drain", *store(spool), "--", "/bin/true")
+    assert drained.returncode == 0, drained.stderr
+    r = as_user("queue", *store(spool), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert json.loads(r.stdout)["requests"] == []
+
+
+@pytest.mark.parametrize("link", [PENDING, SET_ASIDE])
+def test_root_in_a_users_spool_moves_nothing_through_a_link_the_user_planted(public_tmp, link):
+    # The units' form typed as root on a user's spool. pending -> /etc had root move every
+    # file of /etc into the user's malformed/; malformed -> /etc/profile.d had root rename a
+    # file the user wrote (pending/evil.sh) into it. Root now acts as the spool's owner.
+    if os.geteuid() != 0:
+        pytest.skip("needs root to act as two users")
+    nobody = pwd.getpwnam("nobody")
+    spool = public_tmp / "spool"
+    spool.mkdir(mode=0o700)
+    os.chown(spool, nobody.pw_uid, nobody.pw_gid)
+    victim = public_tmp / "etc"
+    victim.mkdir()
+    (victim / "shadow").write_text("root:secret\n")
+    (spool / link).symlink_to(victim)
+    os.lchown(spool / link, nobody.pw_uid, nobody.pw_gid)
+    if link == SET_ASIDE:
+        (spool / PENDING).mkdir(mode=0o700)
+        (spool / PENDING / "evil.sh").write_text("echo owned\n")
+        for path in (spool / PENDING, spool / PENDING / "evil.sh"):
+            os.chown(path, nobody.pw_uid, nobody.pw_gid)
+    for verb in ("queue", "drain"):
+        r = jobgen(verb, *store(spool), "--", "/bin/true")
+        assert "Traceback" not in r.stderr
+    assert sorted(p.name for p in victim.iterdir()) == ["shadow"]
+    assert (victim / "shadow").read_text() == "root:secret\n" and (victim / "shadow").stat().st_uid == 0

@@ -36,11 +36,18 @@ def main() -> None:
     if argv[:1] and argv[0] in RUNTIME_QUEUE_VERBS and (argv[0] == "drain" or _store_form(argv[1:])):
         from jobgen.runtime.queue import command
 
-        result = command.main(argv[0], argv[1:])
-        for line in result.out:
-            print(line)
-        for line in result.err:
-            print(line, file=sys.stderr)
+        try:
+            result = command.main(argv[0], argv[1:])
+        except KeyboardInterrupt:
+            # Ctrl-C (an enqueue waiting for another one's lock, a long listing): the
+            # operator's choice, said as the other commands say it. Not "not recorded": the
+            # request may have been renamed into pending/ just before.
+            from jobgen.cli.exits import EXIT_INTERRUPTED
+
+            print(f"jobgen {argv[0]}: interrupted", file=sys.stderr)
+            sys.exit(EXIT_INTERRUPTED)
+        _say(sys.stdout, result.out)
+        _say(sys.stderr, result.err)
         sys.exit(result.code)
     try:
         from jobgen.cli.app import run
@@ -55,6 +62,25 @@ def main() -> None:
         sys.exit(EXIT_INVALID)
 
     sys.exit(run(argv))
+
+
+def _say(stream, lines: list[str]) -> None:
+    """Write a runtime verb's lines. A reader gone away (`jobgen queue ... | head -1`), or a
+    stream the caller closed, loses only the text, never the outcome: the exit code stays
+    the command's (enqueue's request is recorded all the same), with no traceback."""
+    if stream is None:
+        return
+    try:
+        for line in lines:
+            print(line, file=stream)
+        stream.flush()
+    except (OSError, ValueError):
+        # What is still buffered would fail again when the interpreter exits: send it nowhere.
+        try:
+            null = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(null, stream.fileno())
+        except (OSError, ValueError):
+            pass
 
 
 def _leave(code: int, signum: int | None) -> None:

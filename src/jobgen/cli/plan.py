@@ -15,12 +15,27 @@ from jobgen.cli.exits import EXIT_INVALID, EXIT_OK
 def _parse_from(text: Optional[str]) -> datetime:
     if text is None:
         return datetime.now(timezone.utc).replace(microsecond=0)
+    from jobgen.compiler.timespec import MAX_YEAR, MIN_YEAR
+
     try:
         when = datetime.fromisoformat(text.replace(" UTC", "Z"))
     except ValueError:
         err(f"jobgen: error: --from {text}: expected an ISO 8601 time such as 2026-03-29T00:00:00Z")
         raise typer.Exit(EXIT_INVALID)
-    return when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    when = when if when.tzinfo else when.replace(tzinfo=timezone.utc)
+    # systemd's calendar knows MIN_YEAR to MAX_YEAR (calendarspec.c) and its clock nothing
+    # before 1970: outside, the engine would answer elapses before --from or fail on a year
+    # Python's datetime cannot hold (0001 with an offset east of UTC, 9999 west of it).
+    first, end = datetime(MIN_YEAR, 1, 1, tzinfo=timezone.utc), datetime(MAX_YEAR + 1, 1, 1, tzinfo=timezone.utc)
+    try:
+        inside = first <= when < end
+    except OverflowError:
+        inside = False
+    if not inside:
+        err(f"jobgen: error: --from {text}: outside the times systemd's calendar covers "
+            f"({first:%Y-%m-%d} to {MAX_YEAR}-12-31 UTC)")
+        raise typer.Exit(EXIT_INVALID)
+    return when
 
 
 def plan(manifest: Path, *, job: Optional[str], next_: int, start: Optional[str], local_zone: str,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
+import signal
+import stat
 import tempfile
 from datetime import datetime, timezone
 from enum import Enum
@@ -54,6 +57,17 @@ class _Textfile:
 
     def __init__(self, path: Path) -> None:
         self.path = path
+        # The rename replaces whatever has the name: as root, `-o /dev/null` made /dev/null a
+        # regular file, and `-o /dev/stdout` replaced that link. Only a regular file (or
+        # nothing) is replaced; a link, device, FIFO or folder is refused.
+        try:
+            st = os.lstat(path)
+        except FileNotFoundError:
+            pass
+        else:
+            if not stat.S_ISREG(st.st_mode):
+                what = "a symbolic link" if stat.S_ISLNK(st.st_mode) else "not a regular file"
+                raise OSError(errno.EINVAL, f"{what}; -o replaces a regular file by renaming a new one over it", str(path))
         fd, self.tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         self.file = os.fdopen(fd, "w", encoding="utf-8")
 
@@ -82,6 +96,14 @@ def _cannot_write(path: Path, exc: OSError) -> int:
     return EXIT_OUTPUT
 
 
+class _Terminated(BaseException):
+    """SIGTERM (systemd stopping a status service) while the -o file's temporary file exists."""
+
+
+def _terminated(signum, _frame) -> None:
+    raise _Terminated()
+
+
 def status(manifest: Path, *, since: str, fmt: StatusFormat = StatusFormat.text, output: Optional[Path] = None) -> int:
     """Report ``manifest``'s jobs on this host since ``since``, to stdout or ``output``; the exit code."""
     from jobgen.compiler import plan
@@ -90,10 +112,31 @@ def status(manifest: Path, *, since: str, fmt: StatusFormat = StatusFormat.text,
     (result,) = build_all([manifest], None, plan.DEFAULT_HOLDER, Format.text)
     users = {job: run.user for job, run in result.plan.runs.items()}
     sources = host.sources_of(result.plan.journal_units, users)
+    if output is None:
+        return _report(host, sources, since, fmt, None, None)
     try:
-        textfile = _Textfile(output) if output is not None else None
+        textfile = _Textfile(output)
     except OSError as exc:
         return _cannot_write(output, exc)
+    # The temporary file must not outlive an interrupted run: each Ctrl-C, or each stop of a
+    # status service (systemd's SIGTERM, e.g. while journalctl reads), left one more in the
+    # textfile collector's folder. A SIGTERM still ends the process by SIGTERM, as without -o.
+    previous = signal.signal(signal.SIGTERM, _terminated)
+    try:
+        return _report(host, sources, since, fmt, output, textfile)
+    except _Terminated:
+        textfile.discard()
+        signal.signal(signal.SIGTERM, signal.SIG_DFL)
+        os.kill(os.getpid(), signal.SIGTERM)
+        raise SystemExit(128 + signal.SIGTERM) from None  # not reached: the signal ends us
+    except BaseException:
+        textfile.discard()
+        raise
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+
+
+def _report(host, sources, since: str, fmt: StatusFormat, output: Optional[Path], textfile: Optional[_Textfile]) -> int:
     try:
         statuses = host.collect(sources, since)
     except host.StatusError as exc:

@@ -16,6 +16,9 @@ BY_UNIT = "unit"
 EXIT_FULL = 74  # enqueue: the queue is full; the request was not recorded
 EXIT_NO_SUCH = 65  # EX_DATAERR: queue --retry/--drop named no such request
 EXIT_SPOOL = 71  # EX_OSERR: the spool folder is missing or not the job user's
+# drain: a request failed (retry or failed) or a stop ended the drain: work is left, and the
+# drain unit must show it (OnFailure=, `systemctl status`).
+EXIT_LEFT_WORK = 1
 
 # The host-scope spool (runtime/queue/spool.py; tmpfiles.d lines from compiler/plan.py): one
 # folder per job under SPOOL_DIR, on disk (/var/lib, not /run) so that a request reported as

@@ -98,8 +98,16 @@ class JobStatus:
 # --------------------------------------------------------------------------- readers
 
 
-def read_journal(lines: Iterable[str]) -> list[dict]:
-    """`journalctl -o json` output -> its entries (lines that are not JSON objects are ignored)."""
+def read_journal(lines: Iterable[str]) -> list[dict[str, str]]:
+    """`journalctl -o json` output -> its entries, each with its fields whose value is one
+    string (lines that are not JSON objects are ignored).
+
+    journalctl gives a field the sender wrote twice as an array, one with bytes that are
+    not printable UTF-8 as an array of numbers, and one past 4096 bytes as null
+    (journalctl(1), -o json). Every sender can do that (a local user's `logger --journald`,
+    the job's own command), and no reporter line has such a field: it is dropped, so the
+    line lacks it (it is then no jobgen line, or counts nothing) instead of stopping
+    status for every job."""
     out = []
     for line in lines:
         line = line.strip()
@@ -110,7 +118,7 @@ def read_journal(lines: Iterable[str]) -> list[dict]:
         except ValueError:
             continue
         if isinstance(entry, dict):
-            out.append(entry)
+            out.append({k: v for k, v in entry.items() if isinstance(v, str)})
     return out
 
 
@@ -246,7 +254,9 @@ def _first_line(text: str) -> str:
 
 def _ask(run: Run, argv: list[str], env: dict[str, str], kind: str) -> subprocess.CompletedProcess:
     try:
-        return run(argv, capture_output=True, text=True, timeout=TIMEOUT, env=env)
+        # errors="replace": bytes that are not UTF-8 are not a reason to fail with a traceback;
+        # what is read from them is checked like any other answer.
+        return run(argv, capture_output=True, text=True, errors="replace", timeout=TIMEOUT, env=env)
     except subprocess.TimeoutExpired:
         raise StatusError(kind, f"{argv[0]} did not answer within {TIMEOUT}s") from None
     except OSError as exc:  # not installed, not executable
@@ -284,6 +294,12 @@ def collect(sources: list[Source], since: str = DEFAULT_SINCE, run: Run = spawn.
         if show.returncode != 0:  # not booted with systemd, no bus: no timer state, and no trust in a table of zeros
             raise StatusError("systemd", f"cannot reach systemd: systemctl show exited {show.returncode}: {_first_line(show.stderr)}")
         timers = read_show(show.stdout)
+        # systemctl show answers every unit it is asked about, one it does not know with
+        # LoadState=not-found: no answer is not "no timer here" (a stub systemctl, a wrapper
+        # that swallows output), and a table of '-' timers would say what nobody knows.
+        unanswered = [f"{j}.timer" for j in jobs if f"{j}.timer" not in timers]
+        if unanswered:
+            raise StatusError("systemd", f"cannot reach systemd: systemctl show said nothing about {unanswered[0]}")
     lines = attest(read_journal(journal.stdout.splitlines()), sources)
     return summarize(jobs, lines, timers, {s.job for s in sources if s.kind == QUEUE})
 

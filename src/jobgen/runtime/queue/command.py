@@ -33,12 +33,14 @@ from pathlib import Path
 
 from jobgen.runtime import journal
 from jobgen.contract import outcomes
+from jobgen.contract.locks import EXIT as LOCK_EXIT
 from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL, ON_FULL, REJECT, SET_ASIDE
 from jobgen.contract import policies
 from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.runtime.queue.spool import STATES, NoSuchRequest, QueueFull, SetAside, Spool, TooBig
 
-EXIT_OK, EXIT_LEFT_WORK, EXIT_USAGE = 0, 1, 64
+EXIT_OK = 0
+EXIT_USAGE = LOCK_EXIT["usage"][0]  # a bad command line, as `jobgen lock` says it
 
 
 class UsageError(Exception):
@@ -96,7 +98,12 @@ def _split(argv: list[str]) -> tuple[list[str], list[str]]:
 
 
 def open_store(args: argparse.Namespace):
+    if args.spool == "":
+        # Not the cluster form (which said '--backend needs --name'), nor the working folder.
+        raise UsageError("--spool needs a folder")
     if args.spool:
+        _as_spool_owner(Path(args.spool))
+
         def report(bad: SetAside) -> None:
             # Journal, or stderr where there is none: a set-aside file is never silent.
             where = f"moved to {_shown(bad.moved_to)}" if bad.moved_to else "skipped where it is"
@@ -116,6 +123,34 @@ def open_store(args: argparse.Namespace):
             target = backends.with_password(target, fh.read().rstrip("\n"))
     opts = backends.Options(wait=0.0, ttl=60.0, connect_timeout=args.connect_timeout)
     return open_queue(target, args.name, Limits(args.max_pending, args.on_full, args.max_attempts), opts)
+
+
+def _as_spool_owner(root: Path) -> None:
+    """Root acting on a user's spool (the units' form typed as root) acts as that user, as
+    the units and `jobgen queue|enqueue MANIFEST JOB` do. The folder tree is the user's, who
+    can make any sub-folder a symbolic link, also between a check and a rename: as root,
+    `pending -> /etc` had every file of /etc moved into the user's malformed/, and
+    `malformed -> /etc/profile.d` a file of the user's renamed into it. As the user, every
+    step is one the user could take anyway."""
+    if os.geteuid() != 0:
+        return
+    try:
+        st = os.stat(root)
+    except OSError:
+        return  # not there: the command says so in its own words
+    if st.st_uid == 0:
+        return
+    import pwd
+
+    try:
+        user = pwd.getpwuid(st.st_uid)
+        os.initgroups(user.pw_name, user.pw_gid)
+        gid = user.pw_gid
+    except KeyError:  # a uid without a name (DynamicUser=): no supplementary groups
+        os.setgroups([])
+        gid = st.st_gid
+    os.setgid(gid)
+    os.setuid(st.st_uid)
 
 
 def _log(job: str, outcome: str, message: str, request_id: str = "", priority: int = 6, fallback: bool = False) -> None:
@@ -166,6 +201,8 @@ def drain_cmd(args: argparse.Namespace, command: list[str]) -> Result:
     if not command:
         raise UsageError("no command after `--`")
     store = open_store(args)
+    if isinstance(store, Spool):
+        store.require()
     levels = {outcomes.RETRY: 4, outcomes.FAILED: 3, outcomes.RECOVERED: 4, outcomes.TIMEOUT: 4}
 
     def log(outcome: str, req, message: str) -> None:
@@ -176,6 +213,8 @@ def drain_cmd(args: argparse.Namespace, command: list[str]) -> Result:
 
 def queue_cmd(args: argparse.Namespace) -> Result:
     store = open_store(args)
+    if isinstance(store, Spool):
+        store.require()
     try:
         if args.retry:
             req = store.retry(args.retry)
@@ -208,7 +247,8 @@ def queue_cmd(args: argparse.Namespace) -> Result:
     for state, r in rows:
         age = max(0, (now - r.enqueued_usec) // 1_000_000)
         status = "" if r.last_status is None else f" last exit {r.last_status}"
-        out.append(f"{state:8} {r.id}  age {age}s  attempts {r.attempts}{status}  {' '.join(r.args)}".rstrip())
+        # Arguments are whoever enqueued's: escaped, so one cannot print a row of its own.
+        out.append(f"{state:8} {r.id}  age {age}s  attempts {r.attempts}{status}  {' '.join(map(_shown, r.args))}".rstrip())
     for name, why in aside:
         out.append(f"{SET_ASIDE:9} {_shown(str(store.root / SET_ASIDE / name))}  ({why}; never run: inspect it, then remove it)")
     return Result(out=out)

@@ -29,6 +29,7 @@ from typing import Callable, Mapping
 from jobgen.contract import outcomes
 from jobgen.contract.outcomes import STOPPED
 from jobgen.contract.policies import TIMEOUT_EXIT
+from jobgen.contract.queue import EXIT_LEFT_WORK
 from jobgen.runtime import tree
 from jobgen.runtime.queue.spool import Request, Spool
 
@@ -52,7 +53,7 @@ class Summary:
     @property
     def exit_code(self) -> int:
         # A drain that left work behind failed, so OnFailure= and `systemctl status` see it.
-        return 1 if (self.retry or self.failed or self.stopped) else 0
+        return EXIT_LEFT_WORK if (self.retry or self.failed or self.stopped) else 0
 
 
 # timeout(1)'s status for a command it had to stop (a request past the job's `timeout`),
@@ -103,7 +104,21 @@ def drain(spool: Spool, argv: tuple[str, ...], env: Mapping[str, str], log: Log,
             child_env = dict(env) | {"JOBGEN_REQUEST_ID": req.id, "JOBGEN_REQUEST_ATTEMPT": str(req.attempts)}
             # Owned as `jobgen lock` owns its command (tree.Tree): its own process group, the
             # drainer a subreaper, so a stop reaches everything the request started.
-            owned = tree.Tree.start([*argv, *req.args], child_env)
+            try:
+                owned = tree.Tree.start([*argv, *req.args], child_env)
+            except OSError as exc:
+                # The command cannot be started (gone after a deploy, not executable): this
+                # request's failed attempt, with the status systemd gives an ExecStart= it
+                # cannot exec (203/EXEC, as `jobgen run`), never a spool that cannot be used
+                # nor a request left in running/ as if its drainer had been killed.
+                from jobgen.runtime.run import EXIT as RUN_EXIT
+
+                status = RUN_EXIT["exec"][0]
+                outcome = spool.finish(req, status)
+                counts[outcome] += 1
+                log(outcome, req, f"request {req.id}: cannot start {argv[0]}: {exc.strerror or exc}: "
+                    f"exit status {status}: {outcome}")
+                break
             child[:] = [owned]
             for signum in list(stopping):  # a stop that came while it was starting
                 owned.signal(signum)

@@ -19,8 +19,9 @@ Promises (README "overlap: queue"):
   that is not its own id, not a regular file, a symlink, another owner than the spool's,
   bigger than MAX_REQUEST_BYTES) is moved to malformed/ unread-as-work, reported once
   (``report``), and the requests around it go on.
-- Arrival order: numbers come from ``seq`` under the enqueue lock, so concurrent enqueuers on
-  the host never share a number and a name's order is the order the requests were accepted.
+- Arrival order: numbers come from ``seq`` under the enqueue lock, and never at or below a
+  request's name on disk, so concurrent enqueuers on the host never share a number and a
+  name's order is the order the requests were accepted.
 - A request leaves ``running/`` only after its command finished: removed on success, moved
   back to ``pending/`` (same name, so it stays first) on failure, or to ``failed/`` once it
   has been started ``max_attempts`` times. A drainer killed mid-run leaves it in
@@ -155,10 +156,29 @@ class Spool:
     def folder(self, state: str) -> Path:
         return self.root / state
 
+    def require(self) -> None:
+        """The spool folder itself must be there: systemd-tmpfiles makes it when the job is
+        applied, and listing or draining a folder that is not there would answer "nothing
+        queued", which nobody can know. Raises OSError naming the folder."""
+        if not stat.S_ISDIR(os.stat(self.root).st_mode):
+            raise NotADirectoryError(errno.ENOTDIR, os.strerror(errno.ENOTDIR), str(self.root))
+
     def create(self) -> None:
         """Make the folders (tmpfiles.d makes SPOOL itself with its owner and mode)."""
         for sub in SPOOL_FOLDERS:
-            (self.root / sub).mkdir(mode=0o700, exist_ok=True)
+            self._make_folder(self.root / sub)
+
+    def _make_folder(self, path: Path) -> None:
+        """A sub-folder, handed to the spool's owner when root makes it (as a request file
+        is, _owner): a root-owned 0700 pending/ or malformed/ in a user's spool would stop
+        that user's drainer and listing for good ('cannot use the queue: Permission denied')."""
+        try:
+            path.mkdir(mode=0o700)
+        except FileExistsError:
+            return
+        owner = self._owner()
+        if owner is not None:
+            os.chown(path, *owner, follow_symlinks=False)
 
     # ------------------------------------------------------------------ enqueue
 
@@ -190,6 +210,10 @@ class Spool:
     def _enqueue_lock(self) -> Iterator[None]:
         fd = os.open(self.root / ".enqueue.lock", os.O_RDWR | os.O_CREAT | os.O_CLOEXEC | os.O_NOFOLLOW, 0o600)
         try:
+            # Root's first enqueue makes it: the spool owner's enqueuers must open it too.
+            owner = self._owner()
+            if owner is not None and os.fstat(fd).st_uid != owner[0]:
+                os.fchown(fd, *owner)
             deadline = time.monotonic() + self.lock_timeout
             while True:
                 try:
@@ -211,17 +235,33 @@ class Spool:
                 last = int(os.read(fd, 64).decode("ascii").strip() or 0)
             finally:
                 os.close(fd)
-            if last < 0:
+            # A number the id's digits cannot hold would make a request whose name is not
+            # a request id: reported enqueued, then set aside and never run.
+            if not 0 <= last < 10**_SEQ_WIDTH - 1:
                 raise ValueError(last)
-        except FileNotFoundError:
-            last = 0
         except (ValueError, UnicodeDecodeError, OSError):
-            # A damaged counter (text, a symlink, a folder) must not lose order: continue
-            # after the highest name on disk.
-            last = max((int(r.id.split("-")[0]) for s in STATES for r in self.list(s)), default=0)
-        seq = last + 1
+            # Missing, or damaged (text, a symlink, a folder): order comes from the names.
+            last = 0
+        # Never at or below a request on disk, whatever the counter says: one emptied, or
+        # put back from an older copy, numbered new requests before waiting ones (they
+        # would have run first). Names only: no request file is read for this.
+        seq = max(last, self._highest_on_disk()) + 1
+        if seq >= 10**_SEQ_WIDTH:  # only a planted name gets here: refuse, never misname
+            raise OSError(errno.EOVERFLOW, f"no request number left after {seq - 1}", str(path))
         self._atomic_write(path, f"{seq}\n".encode())
         return seq
+
+    def _highest_on_disk(self) -> int:
+        highest = 0
+        for state in STATES:
+            try:
+                names = os.listdir(self.folder(state))
+            except FileNotFoundError:
+                continue
+            for name in names:
+                if name.endswith(_SUFFIX) and REQUEST_ID.fullmatch(name[: -len(_SUFFIX)]):
+                    highest = max(highest, int(name[:_SEQ_WIDTH]))
+        return highest
 
     def _write_new(self, state: str, req: Request) -> None:
         tmp = self.root / TMP / f"{req.id}{_SUFFIX}"
@@ -302,7 +342,7 @@ class Spool:
         """Move a file that is not a request out of the queue's way, keeping it for the
         operator; told to ``report`` only by the process whose rename moved it."""
         aside = self.root / SET_ASIDE
-        aside.mkdir(mode=0o700, exist_ok=True)
+        self._make_folder(aside)
         dest = aside / name
         n = 0
         while os.path.lexists(dest):  # keep earlier ones: a name may come back
