@@ -22,6 +22,7 @@ import pwd
 import grp
 import resource
 import select
+import shlex
 import stat
 import subprocess
 import sys
@@ -641,3 +642,29 @@ SHOWN_SPANS = [
 @pytest.mark.parametrize("text, usec", SHOWN_SPANS)
 def test_the_managers_stop_timeout_is_read_as_systemctl_prints_it(text, usec):
     assert runtime._parse_span(text) == usec
+
+
+# How the caller left jobgen run's output -> what still reaches it (the job's "out" on
+# stdout, its "err" and the outcome line on stderr). /dev/full fails every write with
+# ENOSPC, as a full disk does.
+STREAMS = [
+    ("2>&-", "out\n", None),
+    (">&-", None, "err\njobgen: show: failed (result=exit-code, exited=3)\n"),
+    (">&- 2>&-", None, None),
+    (">/dev/full", None, "err\njobgen: show: failed (result=exit-code, exited=3)\n"),
+    ("2>/dev/full", "out\n", None),
+    (">/dev/full 2>/dev/full", None, None),
+]
+
+
+@pytest.mark.parametrize("redirect, out, err", STREAMS)
+def test_closed_or_full_output_still_runs_the_job_and_exits_with_its_status(workdir, redirect, out, err):
+    """Output that cannot be written (closed by the caller, a full disk) is dropped, never
+    the run: the job runs and `jobgen run` exits with its status, the only word left."""
+    ran = workdir / "ran"
+    job = {"command": ["/bin/sh", "-c", f"touch {ran}; echo out; echo err >&2; exit 3"], "hardening": "none"}
+    argv = " ".join(shlex.quote(a) for a in (*JOBGEN, "run", str(manifest(workdir, **job)), "show"))
+    r = subprocess.run(["/bin/sh", "-c", f"exec {argv} {redirect}"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+    assert ran.exists()
+    assert r.stdout == (out or "") and r.stderr == (err or "")
