@@ -390,13 +390,19 @@ def units_to_ask(desired: dict[str, bytes], existing: dict[str, bytes]) -> list[
 class Outcome:
     done: list[Step] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    unwritten: str | None = None  # the files could not be written (write.OutputError): none was changed
 
 
 def execute(where: Where, plan: ApplyPlan, stop_timeout: float) -> Outcome:
     out = Outcome()
     for step in plan.before:
         _do(step, out, stop_timeout)
-    _write(where, plan.files)
+    try:
+        _write(where, plan.files)
+    except write.OutputError as exc:
+        # Nothing after the files (reload, enable, start) acts on files that are not there.
+        out.unwritten = str(exc)
+        return out
     for step in plan.after:
         _do(step, out, stop_timeout)
     return out
@@ -417,10 +423,12 @@ def _do(step: Step, out: Outcome, stop_timeout: float) -> None:
 
 
 def _write(where: Where, files: list[FileChange]) -> None:
-    by_folder: dict[str, list[write.Change]] = {}
-    for f in files:
-        if f.changes_anything:
-            folder, _, name = f.path.rpartition("/")
-            by_folder.setdefault(folder, []).append(write.Change(name, f.action, f.old, f.new))
-    for folder, changes in sorted(by_folder.items()):
-        write.apply(where.root / folder, changes)
+    """Every file change as one transaction (write.apply) in the folder the changed files
+    share (etc, usr/lib): units and their tmpfiles.d snippet are installed together or not
+    at all, never units whose lock files no snippet makes."""
+    changed = [f for f in files if f.changes_anything]
+    if not changed:
+        return
+    base = os.path.commonpath([f.path.rpartition("/")[0] for f in changed])
+    cut = len(base) + 1 if base else 0
+    write.apply(where.root / base, [write.Change(f.path[cut:], f.action, f.old, f.new) for f in changed])
