@@ -532,3 +532,13 @@ def test_a_root_that_cannot_take_the_files_is_one_line_73_and_nothing_written(sh
     assert r.stderr == f"jobgen: error: cannot write {root}/{bad}: {reason}; the installed files are left as they were\n"
     assert snapshot(root) == before
 
+
+@pytest.mark.parametrize("target", ["etc", "nowhere"])  # a link to itself (ELOOP), a link to nothing
+def test_a_folder_link_that_leads_nowhere_is_refused_once_and_nothing_written(shop, tmp_path, target):
+    root = tmp_path / "root"
+    (root / "etc").symlink_to(target)
+    r = jobgen("apply", str(shop), "--root", str(root))
+    assert (r.returncode, r.stdout) == (4, "")
+    assert r.stderr == f"jobgen: error: cannot write {root}/etc: it is a symbolic link (to {target}) that leads to no folder\njobgen: error: nothing changed\n"
+    assert sorted(p.name for p in root.iterdir()) == ["etc"] and not os.path.exists(root / "etc")
+

@@ -130,6 +130,8 @@ def _read(path: Path) -> tuple[bytes | None, str | None]:
         st = os.lstat(path)
     except FileNotFoundError:
         return None, None
+    except OSError as exc:  # ELOOP (a folder on the way links to itself), ENOTDIR, EACCES...
+        return None, f"cannot be read ({exc.strerror})"
     if stat.S_ISLNK(st.st_mode):
         target = os.readlink(path)
         if target == "/dev/null":
@@ -137,9 +139,12 @@ def _read(path: Path) -> tuple[bytes | None, str | None]:
         return None, f"is a symbolic link (to {target}), not a file jobgen wrote"
     if not stat.S_ISREG(st.st_mode):
         return None, "is not a regular file"
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read(), None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            return fh.read(), None
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror})"
 
 
 def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) -> tuple[dict[str, bytes], list[str]]:
