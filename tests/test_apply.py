@@ -542,3 +542,26 @@ def test_a_folder_link_that_leads_nowhere_is_refused_once_and_nothing_written(sh
     assert r.stderr == f"jobgen: error: cannot write {root}/etc: it is a symbolic link (to {target}) that leads to no folder\njobgen: error: nothing changed\n"
     assert sorted(p.name for p in root.iterdir()) == ["etc"] and not os.path.exists(root / "etc")
 
+
+def test_without_systemctl_a_root_apply_is_refused_before_writing_and_check_still_answers(shop, tmp_path):
+    """Files that are never enabled are an image whose timers never start: refused (4)."""
+    root, bare = tmp_path / "root", {**os.environ, "PATH": str(tmp_path / "no-bin")}
+    r = jobgen("apply", str(shop), "--root", str(root), env=bare)
+    assert (r.returncode, r.stdout) == (4, "")
+    assert r.stderr == f"jobgen: error: systemctl not found: apply --root enables the units with `systemctl --root={root} enable` (install systemd, or use --check)\n"
+    assert list(root.iterdir()) == []
+    assert jobgen("apply", str(shop), "--root", str(root), "--check", env=bare).returncode == 1
+
+
+def test_a_systemctl_that_cannot_be_started_is_a_named_failure_not_a_crash(shop, tmp_path):
+    """Found on PATH but not startable (its interpreter is gone): each call is a failed
+    step, named, exit 3, as a systemctl that fails; the files are installed."""
+    bin_dir, root = tmp_path / "bin", tmp_path / "root"
+    bin_dir.mkdir()
+    (bin_dir / "systemctl").write_text("#!/nonexistent/sh\n")
+    (bin_dir / "systemctl").chmod(0o755)
+    code, doc = apply_json(shop, root, env={**os.environ, "PATH": f"{bin_dir}:/usr/bin:/bin"})
+    assert (code, doc["ok"]) == (3, False)
+    assert doc["errors"] == [f"`systemctl --root={root} enable {unit}` failed (new {what}): cannot run {bin_dir}/systemctl: No such file or directory"
+                             for unit, what in (("queue.target", "worker"), ("tick.timer", "timer"), ("tock.timer", "timer"))]
+    assert (root / "etc/systemd/system/tick.timer").is_file()

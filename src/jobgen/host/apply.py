@@ -356,6 +356,10 @@ def holder_warnings(result, holder: str, root: Path, image: bool, running: str |
 def host_problem(where: Where, check: bool) -> str | None:
     """Why apply cannot run on this host, or None (--check only reads)."""
     if where.image:
+        if not check and spawn.find("systemctl") is None:
+            # Checked before anything is written: the files alone, never enabled, are an
+            # image whose timers never start.
+            return f"systemctl not found: apply --root enables the units with `systemctl --root={where.root} enable` (install systemd, or use --check)"
         return None
     if not check and os.geteuid() != 0:
         return "installing units needs root (run as root, or use --check to see what would change)"
@@ -367,7 +371,14 @@ def host_problem(where: Where, check: bool) -> str | None:
 
 
 def _run(argv: tuple[str, ...], timeout: float = 600) -> subprocess.CompletedProcess:
-    return spawn.run(argv, capture_output=True, text=True, timeout=timeout)
+    """The call's result; one that cannot be started or does not end in ``timeout`` is a
+    failed call (its reason as stderr), named like any other, never a crash mid-apply."""
+    try:
+        return spawn.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, "", f"no answer in {timeout:g}s")
+    except OSError as exc:
+        return subprocess.CompletedProcess(argv, 127, "", f"cannot run {exc.filename or argv[0]}: {exc.strerror}")
 
 
 def query_state(where: Where, units: list[str]) -> UnitState:
