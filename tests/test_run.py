@@ -668,3 +668,19 @@ def test_closed_or_full_output_still_runs_the_job_and_exits_with_its_status(work
     assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
     assert ran.exists()
     assert r.stdout == (out or "") and r.stderr == (err or "")
+
+
+@pytest.mark.parametrize("source", ["big", "/dev/zero"])
+def test_a_credential_larger_than_systemds_limit_is_243_and_not_read_to_its_end(workdir, source):
+    """systemd reads at most 1 MiB of a LoadCredential= file and fails the unit (243);
+    jobgen run did read the whole file, and /dev/zero until memory ran out."""
+    if source == "big":
+        source = str(workdir / "big")
+        with open(source, "wb") as f:
+            f.truncate(runtime.CREDENTIAL_SIZE_MAX + 1)
+    spec = dataclasses.replace(RunSpec(("/bin/true",)), credentials=(("lockpw", source),))
+    with pytest.raises(runtime.RunError) as raised:
+        runtime.execute(runtime.build(spec, defaults=runtime.ManagerDefaults(1_000_000, {})), None, None)
+    assert raised.value.code == 243
+    assert str(raised.value) == (f"credential {source}: larger than 1024 KiB, systemd's limit for a credential "
+                                 "(the unit would fail with status 243/CREDENTIALS)")

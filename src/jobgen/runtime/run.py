@@ -79,6 +79,11 @@ NOLOGIN_SHELLS = ("/bin/nologin", "/sbin/nologin", "/usr/bin/nologin", "/usr/sbi
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
+# LoadCredential=: systemd reads at most this much of the file (creds-util.h
+# CREDENTIAL_SIZE_MAX, also the total for a service); a larger one fails the unit with
+# 243/CREDENTIALS. Read no further: a source such as /dev/zero never ends.
+CREDENTIAL_SIZE_MAX = 1024 * 1024
+
 # Resource limits by systemd's names (systemd.exec(5) "LimitCPU=" ...), all that a unit
 # has; the manager's DefaultLimitNAME= / DefaultLimitNAMESoft= are what a unit gets.
 RLIMITS = {
@@ -588,7 +593,11 @@ def _credentials(proc: Process) -> str:
     try:
         for name, source in proc.credentials:
             with open(source, "rb") as f:
-                data = f.read()
+                data = f.read(CREDENTIAL_SIZE_MAX + 1)
+            if len(data) > CREDENTIAL_SIZE_MAX:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise RunError("credentials", f"credential {source}: larger than {CREDENTIAL_SIZE_MAX // 1024} KiB, "
+                               "systemd's limit for a credential (the unit would fail with status 243/CREDENTIALS)")
             target = os.path.join(folder, name)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
             with os.fdopen(fd, "wb") as out:
