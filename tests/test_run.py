@@ -684,3 +684,19 @@ def test_a_credential_larger_than_systemds_limit_is_243_and_not_read_to_its_end(
     assert raised.value.code == 243
     assert str(raised.value) == (f"credential {source}: larger than 1024 KiB, systemd's limit for a credential "
                                  "(the unit would fail with status 243/CREDENTIALS)")
+
+
+def test_an_environment_file_larger_than_systemds_limit_fails_unless_optional(workdir):
+    """systemd reads an EnvironmentFile= whole up to 64 MiB and fails the unit on a larger
+    one (an optional '-' one is skipped); jobgen run read any size, /dev/zero until memory
+    ran out."""
+    big = workdir / "big.env"
+    with open(big, "wb") as f:
+        f.truncate(runtime.ENV_FILE_SIZE_MAX + 1)
+    for entry in (str(big), "/dev/zero"):
+        with pytest.raises(runtime.RunError) as raised:
+            runtime.load_env_files((entry,))
+        assert raised.value.code == 78
+        assert str(raised.value) == (f"environment file {entry}: larger than 64 MiB, systemd's limit for a file it "
+                                     "reads (the unit would fail the same way)")
+    assert runtime.load_env_files((f"-{big}", "-/dev/zero")) == []

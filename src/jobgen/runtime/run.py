@@ -83,6 +83,9 @@ FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 # CREDENTIAL_SIZE_MAX, also the total for a service); a larger one fails the unit with
 # 243/CREDENTIALS. Read no further: a source such as /dev/zero never ends.
 CREDENTIAL_SIZE_MAX = 1024 * 1024
+# EnvironmentFile=: systemd reads a file whole up to this size (fileio.c READ_FULL_BYTES_MAX)
+# and fails the unit on a larger one; jobgen run neither reads past it (/dev/zero) nor runs.
+ENV_FILE_SIZE_MAX = 64 * 1024 * 1024 - 1
 
 # Resource limits by systemd's names (systemd.exec(5) "LimitCPU=" ...), all that a unit
 # has; the manager's DefaultLimitNAME= / DefaultLimitNAMESoft= are what a unit gets.
@@ -294,13 +297,21 @@ def load_env_files(entries: tuple[str, ...]) -> list[tuple[str, str]]:
             raise RunError("environment-file", f"environment file {pattern}: no file matches")
         for path in paths:
             try:
-                with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                    out += parse_env_file(f.read())
+                with open(path, "rb") as f:
+                    data = f.read(ENV_FILE_SIZE_MAX + 1)
             except OSError as e:
                 if optional:
                     continue
                 raise RunError("environment-file", f"environment file {path}: {e.strerror} "
                                "(the unit would fail the same way; '-/path' makes it optional)")
+            if len(data) > ENV_FILE_SIZE_MAX:
+                if optional:  # systemd skips an optional file it cannot load, for any reason
+                    continue
+                raise RunError("environment-file", f"environment file {path}: larger than 64 MiB, systemd's "
+                               "limit for a file it reads (the unit would fail the same way)")
+            # Newlines as text mode reads them (\r\n and \r are \n), as before the size limit.
+            text = data.decode("utf-8", "surrogateescape").replace("\r\n", "\n").replace("\r", "\n")
+            out += parse_env_file(text)
     return out
 
 
