@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from jobgen.compiler import layout
+from jobgen.compiler import header, layout
 from jobgen.host import apply as host
 from support.cli import jobgen
 
@@ -565,3 +565,21 @@ def test_a_systemctl_that_cannot_be_started_is_a_named_failure_not_a_crash(shop,
     assert doc["errors"] == [f"`systemctl --root={root} enable {unit}` failed (new {what}): cannot run {bin_dir}/systemctl: No such file or directory"
                              for unit, what in (("queue.target", "worker"), ("tick.timer", "timer"), ("tock.timer", "timer"))]
     assert (root / "etc/systemd/system/tick.timer").is_file()
+
+
+@needs_systemctl
+@pytest.mark.parametrize("first_line", ["[Unit]\n", None])  # None: jobgen's header for shop.yaml
+def test_a_huge_file_beside_the_units_is_judged_by_its_first_line_not_read_whole(shop, tmp_path, first_line):
+    """A stray 3 GiB *.service in the unit folder: apply read it whole (MemoryError under a
+    2 GiB address-space limit: 'internal error', 70). Only a file that starts with jobgen's
+    header is read whole, and one larger than jobgen ever writes is left alone."""
+    root = tmp_path / "root"
+    units = root / "etc/systemd/system"
+    units.mkdir(parents=True)
+    stray = units / "stray.service"
+    with open(stray, "wb") as f:
+        f.write((first_line or header.line("shop.yaml") + "\n").encode())
+        f.truncate(3 << 30)
+    r = jobgen("apply", str(shop), "--root", str(root), "-q", prefix=["prlimit", f"--as={2 << 30}"])
+    assert (r.returncode, r.stderr) == (0, "")
+    assert stray.stat().st_size == 3 << 30 and (units / "tick.timer").is_file()

@@ -48,6 +48,8 @@ RUNNING = frozenset({"active", "activating", "deactivating", "reloading", "refre
 ENABLED = frozenset({"enabled", "enabled-runtime"})
 ENABLE_DIR = "etc/systemd/system"  # where `systemctl [--root] enable` makes its links, whatever the layout
 INSTALL_LINKS = {"WantedBy": ".wants", "RequiredBy": ".requires", "UpheldBy": ".upholds"}  # systemd.unit(5) [Install]
+HEAD_BYTES = 8192  # enough for a header line (a manifest's file name is at most NAME_MAX bytes)
+FILE_BYTES_MAX = 64 << 20  # far above any unit or snippet jobgen writes (a manifest is at most 1 MiB)
 POLL_SECONDS = 0.5  # how often a removed job's run in progress is asked whether it ended
 
 CREATE, UPDATE, IDENTICAL, REMOVE = write.CREATE, write.UPDATE, write.IDENTICAL, write.REMOVE
@@ -142,9 +144,18 @@ def _read(path: Path) -> tuple[bytes | None, str | None]:
     try:
         fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as fh:
-            return fh.read(), None
+            # Only a file whose first line is jobgen's header is read whole (it may be
+            # compared or removed); for any other the first line is all that is judged, so
+            # a stray multi-gigabyte *.conf beside the units costs a read of HEAD_BYTES.
+            data = fh.read(HEAD_BYTES)
+            if header.manifest_of(data) is None and not header.shared(data):
+                return data, None
+            data += fh.read(FILE_BYTES_MAX + 1 - len(data))
     except OSError as exc:
         return None, f"cannot be read ({exc.strerror})"
+    if len(data) > FILE_BYTES_MAX:
+        return None, f"is larger than {FILE_BYTES_MAX >> 20} MiB, more than jobgen writes: not a file jobgen wrote"
+    return data, None
 
 
 def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) -> tuple[dict[str, bytes], list[str]]:
