@@ -583,3 +583,13 @@ def test_a_huge_file_beside_the_units_is_judged_by_its_first_line_not_read_whole
     r = jobgen("apply", str(shop), "--root", str(root), "-q", prefix=["prlimit", f"--as={2 << 30}"])
     assert (r.returncode, r.stderr) == (0, "")
     assert stray.stat().st_size == 3 << 30 and (units / "tick.timer").is_file()
+
+
+@pytest.mark.parametrize("value", ["-1", "nan"])
+def test_a_stop_timeout_that_is_not_0_or_more_seconds_is_usage_and_nothing_written(shop, tmp_path, value):
+    """NaN passed the `< 0` check and made every wait end at once: a removed job's run in
+    progress would be stopped without being waited for."""
+    root = tmp_path / "root"
+    r = jobgen("apply", str(shop), "--root", str(root), "--stop-timeout", value)
+    assert (r.returncode, r.stdout, r.stderr) == (2, "", "jobgen: error: --stop-timeout must be 0 or more seconds\n")
+    assert list(root.iterdir()) == []

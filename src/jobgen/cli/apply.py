@@ -54,7 +54,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
         return fail(EXIT_INVALID, [f"--layout {layout_name}: apply installs with etc or usr (flat is for review: jobgen render)"])
     if restart not in ("changed", "never"):
         return fail(EXIT_INVALID, [f"--restart {restart}: choose changed or never"])
-    if stop_timeout < 0:
+    if not stop_timeout >= 0:  # NaN too: no run would be waited for (every comparison with it is false)
         return fail(EXIT_INVALID, ["--stop-timeout must be 0 or more seconds"])
     # render's rules for names and files (compiler/merge.py): the same file given
     # twice is one manifest; two files of one name, or two manifests that generate one
