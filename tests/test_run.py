@@ -23,6 +23,7 @@ import grp
 import resource
 import select
 import shlex
+import signal
 import stat
 import subprocess
 import sys
@@ -33,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from jobgen.compiler import timespec
+from jobgen.contract import outcomes
 from jobgen.runtime.run import manager_locale, manager_path, parse_env_file
 from support.flock import hold
 from support.cli import JOBGEN, Ran, jobgen
@@ -700,3 +702,19 @@ def test_an_environment_file_larger_than_systemds_limit_fails_unless_optional(wo
         assert str(raised.value) == (f"environment file {entry}: larger than 64 MiB, systemd's limit for a file it "
                                      "reads (the unit would fail the same way)")
     assert runtime.load_env_files((f"-{big}", "-/dev/zero")) == []
+
+
+@pytest.mark.parametrize("signum, word", [(signal.SIGTERM, outcomes.STOPPED), (signal.SIGINT, outcomes.FAILED)])
+def test_a_stop_signal_to_jobgen_run_ends_the_job_with_the_units_word(workdir, signum, word):
+    """SIGTERM to jobgen run is `systemctl stop` for the unit: the job gets it and the word
+    is the reporter's for a stop; SIGINT (Ctrl-C) kills it too, which a unit counts as failed.
+    The host lock's flock(1) is in the job's process group and ends by it too."""
+    job = {"command": ["/bin/sh", "-c", "echo ready; while :; do sleep 0.05; done"], "hardening": "none",
+           "lock": {"scope": "host", "path": str(workdir / "show.lock")}}
+    proc = subprocess.Popen([*JOBGEN, "run", str(manifest(workdir, **job)), "show"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"  # the job runs: an observable fact
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    name = signal.Signals(signum).name.removeprefix("SIG")
+    assert (proc.returncode, out, err) == (128 + signum, "", f"jobgen: show: {word} (result=signal, killed={name})\n")
