@@ -23,6 +23,7 @@ import grp
 import resource
 import select
 import shlex
+import shutil
 import signal
 import stat
 import subprocess
@@ -718,3 +719,20 @@ def test_a_stop_signal_to_jobgen_run_ends_the_job_with_the_units_word(workdir, s
     out, err = proc.communicate(timeout=120)
     name = signal.Signals(signum).name.removeprefix("SIG")
     assert (proc.returncode, out, err) == (128 + signum, "", f"jobgen: show: {word} (result=signal, killed={name})\n")
+
+
+def test_a_systemd_tmpfiles_that_cannot_be_started_is_one_line_and_66(workdir):
+    """systemd-tmpfiles present but not startable (its interpreter gone; bound over the
+    real one in a private mount namespace): one line and flock's 66, not 'internal error'."""
+    broken = workdir / "systemd-tmpfiles"
+    broken.write_text("#!/nonexistent/sh\n")
+    broken.chmod(0o755)
+    tool = shutil.which("systemd-tmpfiles", path="/usr/bin:/bin")
+    lock = workdir / "locks" / "held.lock"
+    path = manifest(workdir, hardening="none", lock={"scope": "host", "path": str(lock)})
+    argv = " ".join(shlex.quote(a) for a in (*JOBGEN, "run", str(path), "show"))
+    r = subprocess.run(["unshare", "-m", "/bin/sh", "-c", f"mount --bind {broken} {tool} && exec {argv}"],
+                       capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stdout) == (66, "")
+    assert r.stderr == f"jobgen: error: job 'show': cannot make lock file {lock}: cannot run {tool}: No such file or directory\n"
+    assert not lock.parent.exists()

@@ -565,8 +565,15 @@ def prepare_lock_file(proc: Process) -> None:
         if tool is None:
             raise RunError("lock-file", f"cannot make lock file {proc.lock_file}: systemd-tmpfiles "
                            "is not installed (the unit's lock file is made by it)")
-        made = subprocess.run([tool, "--create", "-"], input="\n".join(proc.lock_files) + "\n",
-                              capture_output=True, text=True, timeout=60)
+        try:
+            made = subprocess.run([tool, "--create", "-"], input="\n".join(proc.lock_files) + "\n",
+                                  capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            raise RunError("lock-file", f"cannot make lock file {proc.lock_file}: systemd-tmpfiles "
+                           "did not answer in 60s") from None
+        except OSError as e:  # found but cannot be started (a broken installation)
+            raise RunError("lock-file", f"cannot make lock file {proc.lock_file}: cannot run "
+                           f"{tool}: {e.strerror}") from None
         if made.returncode != 0:
             why = (made.stderr.strip().splitlines() or [f"exit {made.returncode}"])[-1]
             raise RunError("lock-file", f"cannot make lock file {proc.lock_file} as its "
