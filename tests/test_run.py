@@ -21,6 +21,9 @@ import pwd
 import grp
 import resource
 import select
+import shlex
+import shutil
+import signal
 import stat
 import subprocess
 import sys
@@ -31,6 +34,7 @@ from pathlib import Path
 import pytest
 
 from jobgen.compiler import timespec
+from jobgen.contract import outcomes
 from jobgen.runtime.run import manager_locale, manager_path, parse_env_file
 from support.flock import hold
 from support.cli import JOBGEN, Ran, jobgen
@@ -640,3 +644,94 @@ SHOWN_SPANS = [
 @pytest.mark.parametrize("text, usec", SHOWN_SPANS)
 def test_the_managers_stop_timeout_is_read_as_systemctl_prints_it(text, usec):
     assert runtime._parse_span(text) == usec
+
+
+# How the caller left jobgen run's output -> what still reaches it (the job's "out" on
+# stdout, its "err" and the outcome line on stderr). /dev/full fails every write with
+# ENOSPC, as a full disk does.
+STREAMS = [
+    ("2>&-", "out\n", None),
+    (">&-", None, "err\njobgen: show: failed (result=exit-code, exited=3)\n"),
+    (">&- 2>&-", None, None),
+    (">/dev/full", None, "err\njobgen: show: failed (result=exit-code, exited=3)\n"),
+    ("2>/dev/full", "out\n", None),
+    (">/dev/full 2>/dev/full", None, None),
+]
+
+
+@pytest.mark.parametrize("redirect, out, err", STREAMS)
+def test_closed_or_full_output_still_runs_the_job_and_exits_with_its_status(workdir, redirect, out, err):
+    """Output that cannot be written (closed by the caller, a full disk) is dropped, never
+    the run: the job runs and `jobgen run` exits with its status, the only word left."""
+    ran = workdir / "ran"
+    job = {"command": ["/bin/sh", "-c", f"touch {ran}; echo out; echo err >&2; exit 3"], "hardening": "none"}
+    argv = " ".join(shlex.quote(a) for a in (*JOBGEN, "run", str(manifest(workdir, **job)), "show"))
+    r = subprocess.run(["/bin/sh", "-c", f"exec {argv} {redirect}"], capture_output=True, text=True, timeout=120)
+    assert r.returncode == 3, (r.returncode, r.stdout, r.stderr)
+    assert ran.exists()
+    assert r.stdout == (out or "") and r.stderr == (err or "")
+
+
+@pytest.mark.parametrize("source", ["big", "/dev/zero"])
+def test_a_credential_larger_than_systemds_limit_is_243_and_not_read_to_its_end(workdir, source):
+    """systemd reads at most 1 MiB of a LoadCredential= file and fails the unit (243);
+    jobgen run did read the whole file, and /dev/zero until memory ran out."""
+    if source == "big":
+        source = str(workdir / "big")
+        with open(source, "wb") as f:
+            f.truncate(runtime.CREDENTIAL_SIZE_MAX + 1)
+    spec = dataclasses.replace(RunSpec(("/bin/true",)), credentials=(("lockpw", source),))
+    with pytest.raises(runtime.RunError) as raised:
+        runtime.execute(runtime.build(spec, defaults=runtime.ManagerDefaults(1_000_000, {})), None, None)
+    assert raised.value.code == 243
+    assert str(raised.value) == (f"credential {source}: larger than 1024 KiB, systemd's limit for a credential "
+                                 "(the unit would fail with status 243/CREDENTIALS)")
+
+
+def test_an_environment_file_larger_than_systemds_limit_fails_unless_optional(workdir):
+    """systemd reads an EnvironmentFile= whole up to 64 MiB and fails the unit on a larger
+    one (an optional '-' one is skipped); jobgen run read any size, /dev/zero until memory
+    ran out."""
+    big = workdir / "big.env"
+    with open(big, "wb") as f:
+        f.truncate(runtime.ENV_FILE_SIZE_MAX + 1)
+    for entry in (str(big), "/dev/zero"):
+        with pytest.raises(runtime.RunError) as raised:
+            runtime.load_env_files((entry,))
+        assert raised.value.code == 78
+        assert str(raised.value) == (f"environment file {entry}: larger than 64 MiB, systemd's limit for a file it "
+                                     "reads (the unit would fail the same way)")
+    assert runtime.load_env_files((f"-{big}", "-/dev/zero")) == []
+
+
+@pytest.mark.parametrize("signum, word", [(signal.SIGTERM, outcomes.STOPPED), (signal.SIGINT, outcomes.FAILED)])
+def test_a_stop_signal_to_jobgen_run_ends_the_job_with_the_units_word(workdir, signum, word):
+    """SIGTERM to jobgen run is `systemctl stop` for the unit: the job gets it and the word
+    is the reporter's for a stop; SIGINT (Ctrl-C) kills it too, which a unit counts as failed.
+    The host lock's flock(1) is in the job's process group and ends by it too."""
+    job = {"command": ["/bin/sh", "-c", "echo ready; while :; do sleep 0.05; done"], "hardening": "none",
+           "lock": {"scope": "host", "path": str(workdir / "show.lock")}}
+    proc = subprocess.Popen([*JOBGEN, "run", str(manifest(workdir, **job)), "show"],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"  # the job runs: an observable fact
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    name = signal.Signals(signum).name.removeprefix("SIG")
+    assert (proc.returncode, out, err) == (128 + signum, "", f"jobgen: show: {word} (result=signal, killed={name})\n")
+
+
+def test_a_systemd_tmpfiles_that_cannot_be_started_is_one_line_and_66(workdir):
+    """systemd-tmpfiles present but not startable (its interpreter gone; bound over the
+    real one in a private mount namespace): one line and flock's 66, not 'internal error'."""
+    broken = workdir / "systemd-tmpfiles"
+    broken.write_text("#!/nonexistent/sh\n")
+    broken.chmod(0o755)
+    tool = shutil.which("systemd-tmpfiles", path="/usr/bin:/bin")
+    lock = workdir / "locks" / "held.lock"
+    path = manifest(workdir, hardening="none", lock={"scope": "host", "path": str(lock)})
+    argv = " ".join(shlex.quote(a) for a in (*JOBGEN, "run", str(path), "show"))
+    r = subprocess.run(["unshare", "-m", "/bin/sh", "-c", f"mount --bind {broken} {tool} && exec {argv}"],
+                       capture_output=True, text=True, timeout=120)
+    assert (r.returncode, r.stdout) == (66, "")
+    assert r.stderr == f"jobgen: error: job 'show': cannot make lock file {lock}: cannot run {tool}: No such file or directory\n"
+    assert not lock.parent.exists()

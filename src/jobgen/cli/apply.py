@@ -2,7 +2,8 @@
 
 The interface is agreed in the apply contract (README: Deploying): exit 0 applied or nothing
 to do, 1 --check found changes, 2 invalid manifest or usage, 3 applied but a unit failed
-(named), 4 refused (not root, no systemd, a file jobgen did not write): nothing changed.
+(named), 4 refused (not root, no systemd, a file jobgen did not write): nothing changed,
+73 the files could not be written (a read-only or full file system): none was changed.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ import typer
 
 from jobgen.cli import completion
 from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, resolve_target
-from jobgen.cli.exits import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
+from jobgen.cli.exits import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, EXIT_PARTIAL, EXIT_REFUSED
 from jobgen.contract.locks import DEFAULT_HOLDER
 
 LAYOUTS = ("etc", "usr")  # apply installs where systemd reads; flat is for review (render)
@@ -53,7 +54,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
         return fail(EXIT_INVALID, [f"--layout {layout_name}: apply installs with etc or usr (flat is for review: jobgen render)"])
     if restart not in ("changed", "never"):
         return fail(EXIT_INVALID, [f"--restart {restart}: choose changed or never"])
-    if stop_timeout < 0:
+    if not stop_timeout >= 0:  # NaN too: no run would be waited for (every comparison with it is false)
         return fail(EXIT_INVALID, ["--stop-timeout must be 0 or more seconds"])
     # render's rules for names and files (compiler/merge.py): the same file given
     # twice is one manifest; two files of one name, or two manifests that generate one
@@ -109,6 +110,14 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
     if not dry:
         outcome = host.execute(where, the_plan, stop_timeout)
         steps, failed = outcome.done, outcome.failed
+        if outcome.unwritten:
+            # No file was changed (one transaction); what ran before the files (a removed
+            # job's stop and disable) is listed, as it did change the host.
+            if not json_out and not quiet:
+                for s in steps:
+                    typer.echo(f"{'ran':9} {' '.join(s.argv)}  # {s.why}")
+            shown_notes = notes if json_out or not quiet else [d for d in notes if d.severity != NOTE]
+            return fail(EXIT_OUTPUT, [*failed, f"{outcome.unwritten}; the installed files are left as they were"], shown_notes)
     shown = lambda rel: str(where.root / rel)  # noqa: E731
     if json_out:
         doc = _doc(

@@ -41,11 +41,12 @@ def _run_as_job(spec, args: list[str]) -> int:
     URL's ${VAR} comes from the job's environment file. It is this jobgen, isolated from the
     caller's working folder (spawn.jobgen_argv), started in '/': it needs no folder, and
     the operator's may hold anything."""
+    from jobgen.cli.run import job_stream
     from jobgen.runtime import run as runtime
 
     child = spec._replace(argv=spawn.jobgen_argv(*args), working_directory=spawn.NEUTRAL_CWD)
     try:
-        return runtime.start(runtime.build(child), sys.stdout.buffer, sys.stderr.buffer)
+        return runtime.start(runtime.build(child), job_stream(sys.stdout), job_stream(sys.stderr))
     except runtime.RunError as exc:
         err(f"jobgen: error: {exc}")
         raise typer.Exit(exc.code)

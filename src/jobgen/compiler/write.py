@@ -141,6 +141,10 @@ def check_folder(outdir: Path, sub: str, what: str = "output folder") -> None:
             return
         if not _real_inside(outdir, folder):
             raise OutputError(folder, f"it leads out of the {what} (to {os.path.realpath(folder)}); jobgen neither reads nor writes through it")
+        if os.path.islink(folder) and not os.path.exists(folder):
+            # A link to itself (ELOOP) or to nothing: the folder could be neither read nor
+            # made through it; said once here, not once per file in it.
+            raise OutputError(folder, f"it is a symbolic link (to {os.readlink(folder)}) that leads to no folder")
     if os.path.lexists(folder) and not folder.is_dir():
         raise OutputError(folder, os.strerror(errno.ENOTDIR))
 

@@ -48,6 +48,8 @@ RUNNING = frozenset({"active", "activating", "deactivating", "reloading", "refre
 ENABLED = frozenset({"enabled", "enabled-runtime"})
 ENABLE_DIR = "etc/systemd/system"  # where `systemctl [--root] enable` makes its links, whatever the layout
 INSTALL_LINKS = {"WantedBy": ".wants", "RequiredBy": ".requires", "UpheldBy": ".upholds"}  # systemd.unit(5) [Install]
+HEAD_BYTES = 8192  # enough for a header line (a manifest's file name is at most NAME_MAX bytes)
+FILE_BYTES_MAX = 64 << 20  # far above any unit or snippet jobgen writes (a manifest is at most 1 MiB)
 POLL_SECONDS = 0.5  # how often a removed job's run in progress is asked whether it ended
 
 CREATE, UPDATE, IDENTICAL, REMOVE = write.CREATE, write.UPDATE, write.IDENTICAL, write.REMOVE
@@ -130,6 +132,8 @@ def _read(path: Path) -> tuple[bytes | None, str | None]:
         st = os.lstat(path)
     except FileNotFoundError:
         return None, None
+    except OSError as exc:  # ELOOP (a folder on the way links to itself), ENOTDIR, EACCES...
+        return None, f"cannot be read ({exc.strerror})"
     if stat.S_ISLNK(st.st_mode):
         target = os.readlink(path)
         if target == "/dev/null":
@@ -137,9 +141,21 @@ def _read(path: Path) -> tuple[bytes | None, str | None]:
         return None, f"is a symbolic link (to {target}), not a file jobgen wrote"
     if not stat.S_ISREG(st.st_mode):
         return None, "is not a regular file"
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
-    with os.fdopen(fd, "rb") as fh:
-        return fh.read(), None
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as fh:
+            # Only a file whose first line is jobgen's header is read whole (it may be
+            # compared or removed); for any other the first line is all that is judged, so
+            # a stray multi-gigabyte *.conf beside the units costs a read of HEAD_BYTES.
+            data = fh.read(HEAD_BYTES)
+            if header.manifest_of(data) is None and not header.shared(data):
+                return data, None
+            data += fh.read(FILE_BYTES_MAX + 1 - len(data))
+    except OSError as exc:
+        return None, f"cannot be read ({exc.strerror})"
+    if len(data) > FILE_BYTES_MAX:
+        return None, f"is larger than {FILE_BYTES_MAX >> 20} MiB, more than jobgen writes: not a file jobgen wrote"
+    return data, None
 
 
 def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) -> tuple[dict[str, bytes], list[str]]:
@@ -351,6 +367,10 @@ def holder_warnings(result, holder: str, root: Path, image: bool, running: str |
 def host_problem(where: Where, check: bool) -> str | None:
     """Why apply cannot run on this host, or None (--check only reads)."""
     if where.image:
+        if not check and spawn.find("systemctl") is None:
+            # Checked before anything is written: the files alone, never enabled, are an
+            # image whose timers never start.
+            return f"systemctl not found: apply --root enables the units with `systemctl --root={where.root} enable` (install systemd, or use --check)"
         return None
     if not check and os.geteuid() != 0:
         return "installing units needs root (run as root, or use --check to see what would change)"
@@ -362,7 +382,14 @@ def host_problem(where: Where, check: bool) -> str | None:
 
 
 def _run(argv: tuple[str, ...], timeout: float = 600) -> subprocess.CompletedProcess:
-    return spawn.run(argv, capture_output=True, text=True, timeout=timeout)
+    """The call's result; one that cannot be started or does not end in ``timeout`` is a
+    failed call (its reason as stderr), named like any other, never a crash mid-apply."""
+    try:
+        return spawn.run(argv, capture_output=True, text=True, timeout=timeout)
+    except subprocess.TimeoutExpired:
+        return subprocess.CompletedProcess(argv, 124, "", f"no answer in {timeout:g}s")
+    except OSError as exc:
+        return subprocess.CompletedProcess(argv, 127, "", f"cannot run {exc.filename or argv[0]}: {exc.strerror}")
 
 
 def query_state(where: Where, units: list[str]) -> UnitState:
@@ -390,13 +417,19 @@ def units_to_ask(desired: dict[str, bytes], existing: dict[str, bytes]) -> list[
 class Outcome:
     done: list[Step] = field(default_factory=list)
     failed: list[str] = field(default_factory=list)
+    unwritten: str | None = None  # the files could not be written (write.OutputError): none was changed
 
 
 def execute(where: Where, plan: ApplyPlan, stop_timeout: float) -> Outcome:
     out = Outcome()
     for step in plan.before:
         _do(step, out, stop_timeout)
-    _write(where, plan.files)
+    try:
+        _write(where, plan.files)
+    except write.OutputError as exc:
+        # Nothing after the files (reload, enable, start) acts on files that are not there.
+        out.unwritten = str(exc)
+        return out
     for step in plan.after:
         _do(step, out, stop_timeout)
     return out
@@ -417,10 +450,12 @@ def _do(step: Step, out: Outcome, stop_timeout: float) -> None:
 
 
 def _write(where: Where, files: list[FileChange]) -> None:
-    by_folder: dict[str, list[write.Change]] = {}
-    for f in files:
-        if f.changes_anything:
-            folder, _, name = f.path.rpartition("/")
-            by_folder.setdefault(folder, []).append(write.Change(name, f.action, f.old, f.new))
-    for folder, changes in sorted(by_folder.items()):
-        write.apply(where.root / folder, changes)
+    """Every file change as one transaction (write.apply) in the folder the changed files
+    share (etc, usr/lib): units and their tmpfiles.d snippet are installed together or not
+    at all, never units whose lock files no snippet makes."""
+    changed = [f for f in files if f.changes_anything]
+    if not changed:
+        return
+    base = os.path.commonpath([f.path.rpartition("/")[0] for f in changed])
+    cut = len(base) + 1 if base else 0
+    write.apply(where.root / base, [write.Change(f.path[cut:], f.action, f.old, f.new) for f in changed])

@@ -79,6 +79,14 @@ NOLOGIN_SHELLS = ("/bin/nologin", "/sbin/nologin", "/usr/bin/nologin", "/usr/sbi
 
 FORWARDED = (signal.SIGTERM, signal.SIGINT, signal.SIGHUP)
 
+# LoadCredential=: systemd reads at most this much of the file (creds-util.h
+# CREDENTIAL_SIZE_MAX, also the total for a service); a larger one fails the unit with
+# 243/CREDENTIALS. Read no further: a source such as /dev/zero never ends.
+CREDENTIAL_SIZE_MAX = 1024 * 1024
+# EnvironmentFile=: systemd reads a file whole up to this size (fileio.c READ_FULL_BYTES_MAX)
+# and fails the unit on a larger one; jobgen run neither reads past it (/dev/zero) nor runs.
+ENV_FILE_SIZE_MAX = 64 * 1024 * 1024 - 1
+
 # Resource limits by systemd's names (systemd.exec(5) "LimitCPU=" ...), all that a unit
 # has; the manager's DefaultLimitNAME= / DefaultLimitNAMESoft= are what a unit gets.
 RLIMITS = {
@@ -289,13 +297,21 @@ def load_env_files(entries: tuple[str, ...]) -> list[tuple[str, str]]:
             raise RunError("environment-file", f"environment file {pattern}: no file matches")
         for path in paths:
             try:
-                with open(path, encoding="utf-8", errors="surrogateescape") as f:
-                    out += parse_env_file(f.read())
+                with open(path, "rb") as f:
+                    data = f.read(ENV_FILE_SIZE_MAX + 1)
             except OSError as e:
                 if optional:
                     continue
                 raise RunError("environment-file", f"environment file {path}: {e.strerror} "
                                "(the unit would fail the same way; '-/path' makes it optional)")
+            if len(data) > ENV_FILE_SIZE_MAX:
+                if optional:  # systemd skips an optional file it cannot load, for any reason
+                    continue
+                raise RunError("environment-file", f"environment file {path}: larger than 64 MiB, systemd's "
+                               "limit for a file it reads (the unit would fail the same way)")
+            # Newlines as text mode reads them (\r\n and \r are \n), as before the size limit.
+            text = data.decode("utf-8", "surrogateescape").replace("\r\n", "\n").replace("\r", "\n")
+            out += parse_env_file(text)
     return out
 
 
@@ -549,8 +565,15 @@ def prepare_lock_file(proc: Process) -> None:
         if tool is None:
             raise RunError("lock-file", f"cannot make lock file {proc.lock_file}: systemd-tmpfiles "
                            "is not installed (the unit's lock file is made by it)")
-        made = subprocess.run([tool, "--create", "-"], input="\n".join(proc.lock_files) + "\n",
-                              capture_output=True, text=True, timeout=60)
+        try:
+            made = subprocess.run([tool, "--create", "-"], input="\n".join(proc.lock_files) + "\n",
+                                  capture_output=True, text=True, timeout=60)
+        except subprocess.TimeoutExpired:
+            raise RunError("lock-file", f"cannot make lock file {proc.lock_file}: systemd-tmpfiles "
+                           "did not answer in 60s") from None
+        except OSError as e:  # found but cannot be started (a broken installation)
+            raise RunError("lock-file", f"cannot make lock file {proc.lock_file}: cannot run "
+                           f"{tool}: {e.strerror}") from None
         if made.returncode != 0:
             why = (made.stderr.strip().splitlines() or [f"exit {made.returncode}"])[-1]
             raise RunError("lock-file", f"cannot make lock file {proc.lock_file} as its "
@@ -588,7 +611,11 @@ def _credentials(proc: Process) -> str:
     try:
         for name, source in proc.credentials:
             with open(source, "rb") as f:
-                data = f.read()
+                data = f.read(CREDENTIAL_SIZE_MAX + 1)
+            if len(data) > CREDENTIAL_SIZE_MAX:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise RunError("credentials", f"credential {source}: larger than {CREDENTIAL_SIZE_MAX // 1024} KiB, "
+                               "systemd's limit for a credential (the unit would fail with status 243/CREDENTIALS)")
             target = os.path.join(folder, name)
             fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o400)
             with os.fdopen(fd, "wb") as out:
