@@ -157,6 +157,26 @@ def test_a_masked_unit_is_refused(shop, tmp_path):
     assert os.readlink(units / "tick.timer") == "/dev/null" and not (units / "tick.service").exists()
 
 
+@needs_systemctl
+def test_the_json_answer_says_its_exit_code_and_what_it_means(shop, tmp_path):
+    """The Ansible module relays `outcome` as the task's message: jobgen's words, one place."""
+    root = tmp_path / "root"
+    answers = [
+        apply_json(shop, root, "--stop-timeout", "-1"),
+        apply_json(shop, root, "--check"),
+        apply_json(shop, root),
+    ]
+    (root / "etc/systemd/system/tick.timer").unlink()
+    (root / "etc/systemd/system/tick.timer").symlink_to("/dev/null")
+    answers.append(apply_json(shop, root))
+    assert [(code, doc["exit_code"], doc["outcome"]) for code, doc in answers] == [
+        (2, 2, "invalid manifest, usage or target (with --strict: a warning); nothing written"),
+        (1, 1, "--check: something would change"),
+        (0, 0, "ok"),
+        (4, 4, "not root, no running systemd, or a file jobgen did not write; nothing changed"),
+    ]
+
+
 LOCKED = V1.replace("    schedule: hourly\n", "    schedule: hourly\n    lock: host\n", 1)  # tick: a tmpfiles.d snippet too
 LEAVES = "it leads out of the root (to {to}); jobgen neither reads nor writes through it"
 

@@ -54,13 +54,13 @@ def play(tmp_path: Path):
     image = tmp_path / "image"
     image.mkdir()
 
-    def run(*flags: str, args: str = "", manifest: Path | str = manifest) -> tuple[subprocess.CompletedProcess, dict]:
-        """ansible-playbook with `flags`; `args`: more module arguments (YAML lines)."""
+    def run(*flags: str, args: str = "", manifest: Path | str = manifest, path: str = "") -> tuple[subprocess.CompletedProcess, dict]:
+        """ansible-playbook with `flags`; `args`: more module arguments (YAML lines); `path`: before PATH."""
         playbook.write_text(PLAYBOOK.replace("EXTRA\n", "".join(f"        {line}\n" for line in args.splitlines())))
         env = {
             **os.environ,
             # jobgen on the managed host (here: this virtualenv's)
-            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "PATH": f"{path}{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
@@ -170,10 +170,31 @@ def test_a_unit_jobgen_did_not_write_fails_the_task_and_stays(play) -> None:
     failed, result = run()
     assert failed.returncode == 2, failed.stdout + failed.stderr
     assert recap(failed.stdout)["failed"] == 1
-    assert "refused (not root, systemd not running, or a file jobgen does not own); nothing was changed" in failed.stdout
+    assert failure(failed.stdout)["msg"].startswith(
+        "jobgen apply exited 4: not root, no running systemd, or a file jobgen did not write; nothing changed\n"
+    )
     assert "etc/systemd/system/backup.service exists and jobgen did not write it" in failed.stdout
     assert hand_written.read_text() == "[Service]\nExecStart=/bin/true\n"
     assert tree_of(image) == ["etc", "etc/systemd", "etc/systemd/system", "etc/systemd/system/backup.service"]
+
+
+def test_a_failed_systemctl_call_fails_the_task_in_jobgen_s_words(play, tmp_path: Path) -> None:
+    """What an exit code means is jobgen's answer (`outcome`), relayed, not a table of the module's."""
+    run, image = play
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "systemctl").write_text("#!/bin/sh\necho 'Failed to enable unit: Access denied' >&2\nexit 1\n")
+    (fake / "systemctl").chmod(0o755)
+    failed, result = run(path=f"{fake}:")
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    assert recap(failed.stdout)["failed"] == 1
+    answer = failure(failed.stdout)
+    assert answer["msg"].splitlines()[0] == "jobgen apply exited 3: applied, but a unit failed to start or stop (named)"
+    assert answer["msg"].splitlines()[-1] == (
+        f"`systemctl --root={image} enable backup.timer` failed (new timer): Failed to enable unit: Access denied"
+    )
+    assert answer["changed"] is True and answer["exit_status"] == 3
+    assert (image / "etc/systemd/system/backup.timer").is_file()
 
 
 def test_example_playbook_is_valid() -> None:

@@ -15,14 +15,16 @@ import typer
 
 from jobgen.cli import completion
 from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, resolve_target
-from jobgen.cli.exits import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
+from jobgen.cli.exits import APPLY_OUTCOMES, EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_PARTIAL, EXIT_REFUSED
 from jobgen.contract.locks import DEFAULT_HOLDER
 
 LAYOUTS = ("etc", "usr")  # apply installs where systemd reads; flat is for review (render)
 
 
-def _doc(**kw) -> dict:
-    doc = {"format": 1, "ok": True, "check": False, "changed": False, "files": [], "actions": [], "diagnostics": [], "errors": []}
+def _doc(code: int, **kw) -> dict:
+    """The --format json answer of an apply that exits ``code``, with what that code means."""
+    doc = {"format": 1, "ok": True, "check": False, "changed": False, "files": [], "actions": [], "diagnostics": [], "errors": [],
+           "exit_code": code, "outcome": APPLY_OUTCOMES[code]}
     doc.update(kw)
     return doc
 
@@ -41,7 +43,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
 
     def fail(code: int, errors: list[str], diagnostics: list | None = None) -> int:
         if json_out:
-            emit_json(_doc(ok=False, check=check, errors=errors, diagnostics=[d.as_json() for d in diagnostics or []]))
+            emit_json(_doc(code, ok=False, check=check, errors=errors, diagnostics=[d.as_json() for d in diagnostics or []]))
         else:
             for d in diagnostics or []:
                 err(str(d))
@@ -110,8 +112,10 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
         outcome = host.execute(where, the_plan, stop_timeout)
         steps, failed = outcome.done, outcome.failed
     shown = lambda rel: str(where.root / rel)  # noqa: E731
+    code = EXIT_PARTIAL if failed else EXIT_DRIFT if check and the_plan.changed else EXIT_OK
     if json_out:
         doc = _doc(
+            code,
             ok=not failed,
             check=check,
             changed=the_plan.changed,
@@ -139,9 +143,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
             err(f"jobgen: error: {line}")
         if not the_plan.changed and not quiet:
             typer.echo("nothing to do")
-    if failed:
-        return EXIT_PARTIAL
-    return EXIT_DRIFT if check and the_plan.changed else EXIT_OK
+    return code
 
 
 def register(app: typer.Typer) -> None:

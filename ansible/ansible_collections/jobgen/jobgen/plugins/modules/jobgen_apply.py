@@ -6,7 +6,8 @@
 The module is a thin translation of `jobgen apply --format json` (one JSON document on
 stdout, whatever the outcome) onto Ansible's result: jobgen decides what changes, which
 systemctl calls are needed and in which order; the module maps check mode to `--check`,
-diff mode to a `--diff` preview before the apply, and jobgen's exit codes to ok / failed.
+diff mode to a `--diff` preview before the apply, and jobgen's exit codes to ok / failed,
+with jobgen's own words for what went wrong.
 """
 
 from __future__ import annotations
@@ -122,18 +123,9 @@ from ansible.module_utils.basic import AnsibleModule
 # The JSON document `jobgen apply --format json` prints (its "format" field).
 FORMAT = 1
 
-# jobgen apply's exit codes that mean the task failed, and what to say. 0 is success; 1 is
-# success in check mode ("something would change") and unexpected otherwise.
-FAILURES = {
-    1: "jobgen apply reported changes to make although it was not run with --check",
-    2: "invalid manifest or usage; nothing was changed",
-    3: "applied, but a unit failed to start",
-    4: "refused (not root, systemd not running, or a file jobgen does not own); nothing was changed",
-}
-
 # The fields of jobgen's answer this module reads, with their type ("error": the answer of
 # a run that failed before apply began, README "Other ways to deploy").
-SHAPE = {"changed": bool, "files": list, "actions": list, "diagnostics": list, "errors": list, "error": str, "diff": str}
+SHAPE = {"changed": bool, "files": list, "actions": list, "diagnostics": list, "errors": list, "error": str, "diff": str, "outcome": str}
 LISTS_OF_OBJECTS = ("files", "actions", "diagnostics")
 KINDS = {bool: "a boolean", list: "an array", str: "a string"}
 JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
@@ -198,7 +190,8 @@ def parse(module: AnsibleModule, argv: list[str], rc: int, out: str, err: str) -
 
 
 def fail(module: AnsibleModule, rc: int, doc: dict, err: str, result: dict) -> None:
-    reason = FAILURES.get(rc, f"jobgen apply exited {rc}")
+    # what the exit code means is jobgen's word ("outcome"), not a table kept here
+    reason = f"jobgen apply exited {rc}: {doc['outcome']}" if doc["outcome"] else f"jobgen apply exited {rc}"
     module.fail_json(msg="\n".join([reason, *diagnostic_lines(doc)]), errors=doc["errors"], stderr=err, **result)
 
 
