@@ -197,6 +197,14 @@ def test_a_failed_systemctl_call_fails_the_task_in_jobgen_s_words(play, tmp_path
     assert (image / "etc/systemd/system/backup.timer").is_file()
 
 
+def test_stop_timeout_takes_seconds_with_a_fraction_as_jobgen_does(play) -> None:
+    run, image = play
+    applied, result = run(args="stop_timeout: 0.5")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert result["cmd"][result["cmd"].index("--stop-timeout") + 1] == "0.5"
+    assert (image / "etc/systemd/system/backup.timer").is_file()
+
+
 def test_example_playbook_is_valid() -> None:
     env = {**os.environ, "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS), "ANSIBLE_NOCOLOR": "1"}
     for playbook in sorted(EXAMPLES.glob("*.yml")):

@@ -43,8 +43,8 @@ options:
     type: str
     choices: [changed, never]
   stop_timeout:
-    description: Seconds to wait for a running job of a removed timer before giving up.
-    type: int
+    description: Seconds to wait for a running job of a removed timer before giving up (C(--stop-timeout), a fraction is allowed).
+    type: float
   systemd:
     description: Target systemd version (C(--systemd)); C(auto) reads the host's. Needed with I(root) unless the manifest names one.
     type: str
@@ -213,7 +213,8 @@ def main() -> None:
             root=dict(type="path"),
             layout=dict(type="str", choices=["etc", "usr"]),
             restart=dict(type="str", choices=["changed", "never"]),
-            stop_timeout=dict(type="int"),
+            # jobgen reads seconds with a fraction (--stop-timeout 0.5)
+            stop_timeout=dict(type="float"),
             systemd=dict(type="str"),
             executable=dict(type="path"),
         ),
