@@ -197,6 +197,13 @@ def test_a_failed_systemctl_call_fails_the_task_in_jobgen_s_words(play, tmp_path
     assert (image / "etc/systemd/system/backup.timer").is_file()
 
 
+def test_an_executable_given_by_name_is_found_on_path(play) -> None:
+    run, image = play
+    applied, result = run(args="executable: jobgen")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert result["cmd"][0] == str(Path(sys.executable).parent / "jobgen")
+
+
 def test_stop_timeout_takes_seconds_with_a_fraction_as_jobgen_does(play) -> None:
     run, image = play
     applied, result = run(args="stop_timeout: 0.5")

@@ -136,7 +136,9 @@ FLAGS = {"root": "--root", "layout": "--layout", "restart": "--restart", "stop_t
 
 def command(module: AnsibleModule) -> list[str]:
     params = module.params
-    jobgen = params["executable"] or module.get_bin_path("jobgen", required=True)
+    jobgen = params["executable"] or "jobgen"
+    if os.sep not in jobgen:  # a bare name is looked up on PATH, as a shell would
+        jobgen = module.get_bin_path(jobgen, required=True)
     if not (os.path.isfile(jobgen) and os.access(jobgen, os.X_OK)):
         # run_command would only say "Error executing command."
         module.fail_json(msg=f"executable {jobgen}: no such executable file on the managed host (jobgen must be installed there)", cmd=[jobgen])
