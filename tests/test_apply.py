@@ -302,6 +302,27 @@ def test_removed_job_running_now_stop_timer_wait_run_disable_then_delete():
     }
 
 
+def test_a_daemon_reload_an_earlier_apply_failed_to_do_is_done_by_the_next():
+    """The files are identical (the earlier apply wrote them) but systemd still runs what it
+    loaded before: the reload is owed, and the apply is not `nothing to do`."""
+    where = host.Where(Path("/"), layout.LAYOUTS["etc"], image=False)
+    files = files_of(V1)
+    up = host.UnitState(
+        enabled={"tick.timer": "enabled", "tock.timer": "enabled", "queue.target": "enabled"},
+        active={"tick.timer": "active", "tock.timer": "active", "queue.target": "active"},
+    )
+    assert host.plan_apply(where, files, files, up).steps == []
+    assert "etc/systemd/system/queue@.service" in files  # a template is not asked about
+    assert host.units_loaded_from(files, files) == ["queue.target", "tick.service", "tick.timer", "tock.service", "tock.timer"]
+    shown = "Id=tick.service\nNeedDaemonReload=no\n\nNeedDaemonReload=yes\nId=tick.timer\n\nId=tock.timer\nNeedDaemonReload=yes\n"
+    up.stale = host.needing_reload(shown)
+    plan = host.plan_apply(where, files, files, up)
+    assert [(s.argv, s.why) for s in plan.steps] == [
+        (("systemctl", "daemon-reload"), "systemd has not loaded tick.timer, tock.timer as on disk (NeedDaemonReload)"),
+    ]
+    assert plan.changed and {f.action for f in plan.files} == {"identical"}
+
+
 def test_changed_worker_is_restarted_only_when_running_and_asked():
     where = host.Where(Path("/"), layout.LAYOUTS["etc"], image=False)
     old = files_of(V1)

@@ -103,7 +103,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
     existing, refused = host.read_tree(where, desired, made_by)
     if refused:
         return fail(EXIT_REFUSED, [*refused, "nothing changed"])
-    state = host.query_state(where, host.units_to_ask(desired, existing))
+    state = host.query_state(where, host.units_to_ask(desired, existing), host.units_loaded_from(desired, existing))
     the_plan = host.plan_apply(where, desired, existing, state, restart)
 
     failed: list[str] = []
