@@ -157,6 +157,26 @@ def test_a_masked_unit_is_refused(shop, tmp_path):
     assert os.readlink(units / "tick.timer") == "/dev/null" and not (units / "tick.service").exists()
 
 
+@needs_systemctl
+def test_the_json_answer_says_its_exit_code_and_what_it_means(shop, tmp_path):
+    """The Ansible module relays `outcome` as the task's message: jobgen's words, one place."""
+    root = tmp_path / "root"
+    answers = [
+        apply_json(shop, root, "--stop-timeout", "-1"),
+        apply_json(shop, root, "--check"),
+        apply_json(shop, root),
+    ]
+    (root / "etc/systemd/system/tick.timer").unlink()
+    (root / "etc/systemd/system/tick.timer").symlink_to("/dev/null")
+    answers.append(apply_json(shop, root))
+    assert [(code, doc["exit_code"], doc["outcome"]) for code, doc in answers] == [
+        (2, 2, "invalid manifest, usage or target (with --strict: a warning); nothing written"),
+        (1, 1, "--check: something would change"),
+        (0, 0, "ok"),
+        (4, 4, "not root, no running systemd, or a file jobgen did not write; nothing changed"),
+    ]
+
+
 LOCKED = V1.replace("    schedule: hourly\n", "    schedule: hourly\n    lock: host\n", 1)  # tick: a tmpfiles.d snippet too
 LEAVES = "it leads out of the root (to {to}); jobgen neither reads nor writes through it"
 
@@ -280,6 +300,27 @@ def test_removed_job_running_now_stop_timer_wait_run_disable_then_delete():
         "etc/systemd/system/tock.timer": "remove",
         "etc/tmpfiles.d/jobgen-shop.conf": "update",
     }
+
+
+def test_a_daemon_reload_an_earlier_apply_failed_to_do_is_done_by_the_next():
+    """The files are identical (the earlier apply wrote them) but systemd still runs what it
+    loaded before: the reload is owed, and the apply is not `nothing to do`."""
+    where = host.Where(Path("/"), layout.LAYOUTS["etc"], image=False)
+    files = files_of(V1)
+    up = host.UnitState(
+        enabled={"tick.timer": "enabled", "tock.timer": "enabled", "queue.target": "enabled"},
+        active={"tick.timer": "active", "tock.timer": "active", "queue.target": "active"},
+    )
+    assert host.plan_apply(where, files, files, up).steps == []
+    assert "etc/systemd/system/queue@.service" in files  # a template is not asked about
+    assert host.units_loaded_from(files, files) == ["queue.target", "tick.service", "tick.timer", "tock.service", "tock.timer"]
+    shown = "Id=tick.service\nNeedDaemonReload=no\n\nNeedDaemonReload=yes\nId=tick.timer\n\nId=tock.timer\nNeedDaemonReload=yes\n"
+    up.stale = host.needing_reload(shown)
+    plan = host.plan_apply(where, files, files, up)
+    assert [(s.argv, s.why) for s in plan.steps] == [
+        (("systemctl", "daemon-reload"), "systemd has not loaded tick.timer, tock.timer as on disk (NeedDaemonReload)"),
+    ]
+    assert plan.changed and {f.action for f in plan.files} == {"identical"}
 
 
 def test_changed_worker_is_restarted_only_when_running_and_asked():

@@ -37,6 +37,7 @@ PLAYBOOK = """\
       jobgen.jobgen.jobgen_apply:
         manifests: ["{{ manifest }}"]
         root: "{{ image_root }}"
+EXTRA
       register: jobs
     - name: the module's return, for the test to read
       ansible.builtin.debug:
@@ -50,15 +51,16 @@ def play(tmp_path: Path):
     manifest = tmp_path / "jobs.yaml"
     manifest.write_text(MANIFEST)
     playbook = tmp_path / "play.yml"
-    playbook.write_text(PLAYBOOK)
     image = tmp_path / "image"
     image.mkdir()
 
-    def run(*flags: str) -> tuple[subprocess.CompletedProcess, dict]:
+    def run(*flags: str, args: str = "", manifest: Path | str = manifest, path: str = "") -> tuple[subprocess.CompletedProcess, dict]:
+        """ansible-playbook with `flags`; `args`: more module arguments (YAML lines); `path`: before PATH."""
+        playbook.write_text(PLAYBOOK.replace("EXTRA\n", "".join(f"        {line}\n" for line in args.splitlines())))
         env = {
             **os.environ,
             # jobgen on the managed host (here: this virtualenv's)
-            "PATH": f"{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
+            "PATH": f"{path}{Path(sys.executable).parent}:{os.environ.get('PATH', '/usr/bin:/bin')}",
             "ANSIBLE_COLLECTIONS_PATH": str(COLLECTIONS),
             "ANSIBLE_NOCOLOR": "1",
             "ANSIBLE_LOCAL_TEMP": str(tmp_path / "ansible-tmp"),
@@ -70,7 +72,7 @@ def play(tmp_path: Path):
             "-e", f"manifest={manifest}", "-e", f"image_root={image}", "-e", f"RESULT_MARK={RESULT_MARK}",
             *flags, str(playbook),
         ]  # fmt: skip
-        r = subprocess.run([str(a) for a in argv], env=env, capture_output=True, text=True, timeout=300)
+        r = subprocess.run([str(a) for a in argv], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=300)
         return r, module_result(r.stdout)
 
     return run, image
@@ -82,6 +84,13 @@ def module_result(stdout: str) -> dict:
         if f'"msg": "{RESULT_MARK}' in line:
             return json.loads(json.loads("{" + line.strip() + "}")["msg"][len(RESULT_MARK):])
     return {}
+
+
+def failure(stdout: str) -> dict:
+    """The failed task's result, from Ansible's `fatal: [localhost]: FAILED! => {...}` line."""
+    m = re.search(r"^fatal: \[localhost\]: FAILED! => (\{.*\})$", stdout, re.M)
+    assert m, stdout
+    return json.loads(m.group(1))
 
 
 def recap(stdout: str) -> dict[str, int]:
@@ -161,10 +170,46 @@ def test_a_unit_jobgen_did_not_write_fails_the_task_and_stays(play) -> None:
     failed, result = run()
     assert failed.returncode == 2, failed.stdout + failed.stderr
     assert recap(failed.stdout)["failed"] == 1
-    assert "refused (not root, systemd not running, or a file jobgen does not own); nothing was changed" in failed.stdout
+    assert failure(failed.stdout)["msg"].startswith(
+        "jobgen apply exited 4: not root, no running systemd, or a file jobgen did not write; nothing changed\n"
+    )
     assert "etc/systemd/system/backup.service exists and jobgen did not write it" in failed.stdout
     assert hand_written.read_text() == "[Service]\nExecStart=/bin/true\n"
     assert tree_of(image) == ["etc", "etc/systemd", "etc/systemd/system", "etc/systemd/system/backup.service"]
+
+
+def test_a_failed_systemctl_call_fails_the_task_in_jobgen_s_words(play, tmp_path: Path) -> None:
+    """What an exit code means is jobgen's answer (`outcome`), relayed, not a table of the module's."""
+    run, image = play
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "systemctl").write_text("#!/bin/sh\necho 'Failed to enable unit: Access denied' >&2\nexit 1\n")
+    (fake / "systemctl").chmod(0o755)
+    failed, result = run(path=f"{fake}:")
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    assert recap(failed.stdout)["failed"] == 1
+    answer = failure(failed.stdout)
+    assert answer["msg"].splitlines()[0] == "jobgen apply exited 3: applied, but a unit failed to start or stop (named)"
+    assert answer["msg"].splitlines()[-1] == (
+        f"`systemctl --root={image} enable backup.timer` failed (new timer): Failed to enable unit: Access denied"
+    )
+    assert answer["changed"] is True and answer["exit_status"] == 3
+    assert (image / "etc/systemd/system/backup.timer").is_file()
+
+
+def test_an_executable_given_by_name_is_found_on_path(play) -> None:
+    run, image = play
+    applied, result = run(args="executable: jobgen")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert result["cmd"][0] == str(Path(sys.executable).parent / "jobgen")
+
+
+def test_stop_timeout_takes_seconds_with_a_fraction_as_jobgen_does(play) -> None:
+    run, image = play
+    applied, result = run(args="stop_timeout: 0.5")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert result["cmd"][result["cmd"].index("--stop-timeout") + 1] == "0.5"
+    assert (image / "etc/systemd/system/backup.timer").is_file()
 
 
 def test_example_playbook_is_valid() -> None:
@@ -187,3 +232,63 @@ def test_module_documentation_is_what_ansible_doc_reads() -> None:
     doc = json.loads(r.stdout)["jobgen.jobgen.jobgen_apply"]["doc"]
     assert set(doc["options"]) == {"manifests", "root", "layout", "restart", "stop_timeout", "systemd", "executable"}
     assert doc["attributes"]["check_mode"]["support"] == doc["attributes"]["diff_mode"]["support"] == "full"
+
+
+def test_a_usage_error_of_jobgen_is_in_the_message(play) -> None:
+    """jobgen answers a run that never got to apply (usage, a bad --systemd) with one `error`."""
+    run, image = play
+    failed, result = run(args="systemd: banana")
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    assert recap(failed.stdout)["failed"] == 1
+    assert "\n--systemd banana: unknown systemd target 'banana'; expected a version like '252'" in failure(failed.stdout)["msg"]
+    assert tree_of(image) == []
+
+
+def test_a_warning_of_jobgen_is_shown_to_the_operator(play, tmp_path: Path) -> None:
+    run, image = play
+    (tmp_path / "jobs.yaml").write_text(MANIFEST + "    environment:\n      DB_PASSWORD: hunter2\n")
+    applied, result = run()
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert (
+        f"[WARNING]: {tmp_path / 'jobs.yaml'}:9:7: warning: job 'backup': 'environment': DB_PASSWORD looks like a secret"
+        in applied.stdout + applied.stderr
+    )
+    assert "hunter2" not in applied.stdout + applied.stderr
+
+
+def test_a_manifest_whose_path_starts_with_a_dash_is_a_manifest(play, tmp_path: Path) -> None:
+    run, image = play
+    (tmp_path / "jobs.yaml").rename(tmp_path / "-jobs.yaml")
+    applied, result = run(manifest="-jobs.yaml")
+    assert applied.returncode == 0, applied.stdout + applied.stderr
+    assert result["cmd"][-2:] == ["--", "-jobs.yaml"]
+    assert (image / "etc/systemd/system/backup.timer").is_file()
+
+
+@pytest.mark.parametrize(
+    ("answer", "message"),
+    [
+        ("[]", "jobgen apply printed a JSON array, not the object of format 1 this module reads (exit 0)"),
+        ("null", "jobgen apply printed a JSON null, not the object of format 1 this module reads (exit 0)"),
+        ('{"format": 1, "diagnostics": 5}', "jobgen apply printed 'diagnostics' as a JSON number, not an array (exit 0)"),
+        ('{"format": 1, "files": ["x"]}', "jobgen apply printed 'files' with an item that is not an object (exit 0)"),
+    ],
+)
+def test_another_jobgen_answer_is_named_not_a_module_crash(play, tmp_path: Path, answer: str, message: str) -> None:
+    """A jobgen other than the one the module reads (older, newer, a wrapper) on the host."""
+    run, image = play
+    other = tmp_path / "other-jobgen"
+    other.write_text(f"#!/bin/sh\ncat <<'EOF'\n{answer}\nEOF\n")
+    other.chmod(0o755)
+    failed, result = run(args=f"executable: {other}")
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    assert f'"msg": "{message}"' in failed.stdout
+    assert "Traceback" not in failed.stdout + failed.stderr
+
+
+def test_a_missing_executable_is_named(play, tmp_path: Path) -> None:
+    run, image = play
+    failed, result = run(args=f"executable: {tmp_path / 'no-jobgen'}")
+    assert failed.returncode == 2, failed.stdout + failed.stderr
+    assert f"executable {tmp_path / 'no-jobgen'}: no such executable file on the managed host (jobgen must be installed there)" in failed.stdout
+    assert tree_of(image) == []

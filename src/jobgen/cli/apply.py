@@ -16,14 +16,16 @@ import typer
 
 from jobgen.cli import completion
 from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, resolve_target
-from jobgen.cli.exits import EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, EXIT_PARTIAL, EXIT_REFUSED
+from jobgen.cli.exits import APPLY_OUTCOMES, EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, EXIT_PARTIAL, EXIT_REFUSED
 from jobgen.contract.locks import DEFAULT_HOLDER
 
 LAYOUTS = ("etc", "usr")  # apply installs where systemd reads; flat is for review (render)
 
 
-def _doc(**kw) -> dict:
-    doc = {"format": 1, "ok": True, "check": False, "changed": False, "files": [], "actions": [], "diagnostics": [], "errors": []}
+def _doc(code: int, **kw) -> dict:
+    """The --format json answer of an apply that exits ``code``, with what that code means."""
+    doc = {"format": 1, "ok": True, "check": False, "changed": False, "files": [], "actions": [], "diagnostics": [], "errors": [],
+           "exit_code": code, "outcome": APPLY_OUTCOMES[code]}
     doc.update(kw)
     return doc
 
@@ -42,7 +44,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
 
     def fail(code: int, errors: list[str], diagnostics: list | None = None) -> int:
         if json_out:
-            emit_json(_doc(ok=False, check=check, errors=errors, diagnostics=[d.as_json() for d in diagnostics or []]))
+            emit_json(_doc(code, ok=False, check=check, errors=errors, diagnostics=[d.as_json() for d in diagnostics or []]))
         else:
             for d in diagnostics or []:
                 err(str(d))
@@ -102,7 +104,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
     existing, refused = host.read_tree(where, desired, made_by)
     if refused:
         return fail(EXIT_REFUSED, [*refused, "nothing changed"])
-    state = host.query_state(where, host.units_to_ask(desired, existing))
+    state = host.query_state(where, host.units_to_ask(desired, existing), host.units_loaded_from(desired, existing))
     the_plan = host.plan_apply(where, desired, existing, state, restart)
 
     failed: list[str] = []
@@ -119,8 +121,10 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
             shown_notes = notes if json_out or not quiet else [d for d in notes if d.severity != NOTE]
             return fail(EXIT_OUTPUT, [*failed, f"{outcome.unwritten}; the installed files are left as they were"], shown_notes)
     shown = lambda rel: str(where.root / rel)  # noqa: E731
+    code = EXIT_PARTIAL if failed else EXIT_DRIFT if check and the_plan.changed else EXIT_OK
     if json_out:
         doc = _doc(
+            code,
             ok=not failed,
             check=check,
             changed=the_plan.changed,
@@ -148,9 +152,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
             err(f"jobgen: error: {line}")
         if not the_plan.changed and not quiet:
             typer.echo("nothing to do")
-    if failed:
-        return EXIT_PARTIAL
-    return EXIT_DRIFT if check and the_plan.changed else EXIT_OK
+    return code
 
 
 def register(app: typer.Typer) -> None:

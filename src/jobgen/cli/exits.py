@@ -19,13 +19,25 @@ EXIT_OUTPUT = 73  # the output folder (apply: the unit files; status: the -o fil
 EXIT_INTERNAL = LOCK_EXIT["internal-error"][0]
 EXIT_INTERRUPTED = 130  # SIGINT (Ctrl-C), as a shell reports it: 128 + 2
 
+# What each exit code of `jobgen apply` means, in its --format json answer ("outcome"): the
+# Ansible module and pipelines relay these words rather than keep a table of their own.
+APPLY_OUTCOMES = {
+    EXIT_OK: "ok",
+    EXIT_DRIFT: "--check: something would change",
+    EXIT_INVALID: "invalid manifest, usage or target (with --strict: a warning); nothing written",
+    EXIT_PARTIAL: "applied, but a unit failed to start or stop (named)",
+    EXIT_REFUSED: "not root, no running systemd, or a file jobgen did not write; nothing changed",
+    EXIT_OUTPUT: "the unit files cannot be written, none is changed",
+}
+
 EXIT_CODES = (
     (EXIT_OK, "ok"),
     (EXIT_DRIFT, "render --check: something would change"),
-    (EXIT_INVALID, "invalid manifest, usage or target (with --strict: a warning); nothing written"),
-    (EXIT_PARTIAL, "apply: applied, but a unit failed to start or stop (named)"),
-    (EXIT_REFUSED, "apply: not root, no running systemd, or a file jobgen did not write; nothing changed; status: systemd or the journal cannot be reached"),
-    (EXIT_OUTPUT, "render, import-crontab: the output folder cannot be written; it is left as it was; apply: the unit files cannot be written, none is changed; status: the -o file cannot be written"),
+    (EXIT_INVALID, APPLY_OUTCOMES[EXIT_INVALID]),
+    (EXIT_PARTIAL, f"apply: {APPLY_OUTCOMES[EXIT_PARTIAL]}"),
+    (EXIT_REFUSED, f"apply: {APPLY_OUTCOMES[EXIT_REFUSED]}; status: systemd or the journal cannot be reached"),
+    (EXIT_OUTPUT, "render, import-crontab: the output folder cannot be written; it is left as it was; "
+                  f"apply: {APPLY_OUTCOMES[EXIT_OUTPUT]}; status: the -o file cannot be written"),
     (EXIT_INTERNAL, "internal error in jobgen (a bug: the line says what failed; JOBGEN_DEBUG=1 shows where)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
     (EXIT_FULL, "enqueue: the queue is full; the request was not recorded"),

@@ -115,6 +115,10 @@ class UnitState:
 
     enabled: dict[str, str] = field(default_factory=dict)
     active: dict[str, str] = field(default_factory=dict)
+    # units whose file on disk is not what systemd has loaded (NeedDaemonReload=yes): an
+    # earlier apply wrote them but its daemon-reload failed, so the files are identical now
+    # and only systemd can tell that a reload is still owed
+    stale: list[str] = field(default_factory=list)
 
     def is_enabled(self, unit: str) -> bool:
         return self.enabled.get(unit, "not-found") in ENABLED
@@ -267,6 +271,8 @@ def plan_apply(where: Where, desired: dict[str, bytes], existing: dict[str, byte
         before += _retire(where, unit, old_entries[unit], state, origin)
     if not where.image and any(_unit(p) for p in changed):
         after.append(Step(("systemctl", "daemon-reload"), "unit files changed"))
+    elif not where.image and state.stale:
+        after.append(Step(("systemctl", "daemon-reload"), f"systemd has not loaded {', '.join(sorted(state.stale))} as on disk (NeedDaemonReload)"))
     if not where.image:
         for f in files:
             if f.action in (CREATE, UPDATE) and not _unit(f.path):
@@ -392,10 +398,11 @@ def _run(argv: tuple[str, ...], timeout: float = 600) -> subprocess.CompletedPro
         return subprocess.CompletedProcess(argv, 127, "", f"cannot run {exc.filename or argv[0]}: {exc.strerror}")
 
 
-def query_state(where: Where, units: list[str]) -> UnitState:
+def query_state(where: Where, units: list[str], loaded: list[str] = ()) -> UnitState:
     """is-enabled / is-active of each unit: read-only questions, one unit per call (a unit
     systemctl cannot find prints nothing on stdout, so answers of one call could not be
-    matched to their units)."""
+    matched to their units); and which of ``loaded`` (units whose file stays) systemd has
+    not loaded as on disk: one call, each answer names its unit."""
     state = UnitState()
     if where.image and spawn.find("systemctl") is None:
         return state
@@ -403,7 +410,25 @@ def query_state(where: Where, units: list[str]) -> UnitState:
         state.enabled[unit] = _run(where.systemctl("is-enabled", unit)).stdout.strip() or "not-found"
         if not where.image:
             state.active[unit] = _run(("systemctl", "is-active", unit)).stdout.strip() or "unknown"
+    if not where.image and loaded:
+        state.stale = needing_reload(_run(("systemctl", "show", "--property=Id,NeedDaemonReload", "--", *sorted(set(loaded)))).stdout)
     return state
+
+
+def needing_reload(shown: str) -> list[str]:
+    """The units `systemctl show --property=Id,NeedDaemonReload UNIT...` says need a
+    daemon-reload: one block per unit, blank-line separated, matched by Id= (not by order)."""
+    out = []
+    for block in shown.split("\n\n"):
+        props = dict(line.partition("=")[::2] for line in block.splitlines() if "=" in line)
+        if props.get("NeedDaemonReload") == "yes" and props.get("Id"):
+            out.append(props["Id"])
+    return sorted(out)
+
+
+def units_loaded_from(desired: dict[str, bytes], existing: dict[str, bytes]) -> list[str]:
+    """Units whose file stays as it is (no template: systemd shows instances, not templates)."""
+    return sorted(u for rel, data in existing.items() if desired.get(rel) == data and (u := _unit(rel)) and "@." not in u)
 
 
 def units_to_ask(desired: dict[str, bytes], existing: dict[str, bytes]) -> list[str]:

@@ -6,7 +6,8 @@
 The module is a thin translation of `jobgen apply --format json` (one JSON document on
 stdout, whatever the outcome) onto Ansible's result: jobgen decides what changes, which
 systemctl calls are needed and in which order; the module maps check mode to `--check`,
-diff mode to a `--diff` preview before the apply, and jobgen's exit codes to ok / failed.
+diff mode to a `--diff` preview before the apply, and jobgen's exit codes to ok / failed,
+with jobgen's own words for what went wrong.
 """
 
 from __future__ import annotations
@@ -42,8 +43,8 @@ options:
     type: str
     choices: [changed, never]
   stop_timeout:
-    description: Seconds to wait for a running job of a removed timer before giving up.
-    type: int
+    description: Seconds to wait for a running job of a removed timer before giving up (C(--stop-timeout), a fraction is allowed).
+    type: float
   systemd:
     description: Target systemd version (C(--systemd)); C(auto) reads the host's. Needed with I(root) unless the manifest names one.
     type: str
@@ -115,20 +116,19 @@ ansible_facts:
 """
 
 import json
+import os
 
 from ansible.module_utils.basic import AnsibleModule
 
 # The JSON document `jobgen apply --format json` prints (its "format" field).
 FORMAT = 1
 
-# jobgen apply's exit codes that mean the task failed, and what to say. 0 is success; 1 is
-# success in check mode ("something would change") and unexpected otherwise.
-FAILURES = {
-    1: "jobgen apply reported changes to make although it was not run with --check",
-    2: "invalid manifest or usage; nothing was changed",
-    3: "applied, but a unit failed to start",
-    4: "refused (not root, systemd not running, or a file jobgen does not own); nothing was changed",
-}
+# The fields of jobgen's answer this module reads, with their type ("error": the answer of
+# a run that failed before apply began, README "Other ways to deploy").
+SHAPE = {"changed": bool, "files": list, "actions": list, "diagnostics": list, "errors": list, "error": str, "diff": str, "outcome": str}
+LISTS_OF_OBJECTS = ("files", "actions", "diagnostics")
+KINDS = {bool: "a boolean", list: "an array", str: "a string"}
+JSON_NAMES = {list: "array", str: "string", int: "number", float: "number", bool: "boolean", type(None): "null"}
 
 # module option -> jobgen apply flag, for the options passed only when set
 FLAGS = {"root": "--root", "layout": "--layout", "restart": "--restart", "stop_timeout": "--stop-timeout", "systemd": "--systemd"}
@@ -136,14 +136,20 @@ FLAGS = {"root": "--root", "layout": "--layout", "restart": "--restart", "stop_t
 
 def command(module: AnsibleModule) -> list[str]:
     params = module.params
-    jobgen = params["executable"] or module.get_bin_path("jobgen", required=True)
-    argv = [jobgen, "apply", *params["manifests"], "--format", "json"]
+    jobgen = params["executable"] or "jobgen"
+    if os.sep not in jobgen:  # a bare name is looked up on PATH, as a shell would
+        jobgen = module.get_bin_path(jobgen, required=True)
+    if not (os.path.isfile(jobgen) and os.access(jobgen, os.X_OK)):
+        # run_command would only say "Error executing command."
+        module.fail_json(msg=f"executable {jobgen}: no such executable file on the managed host (jobgen must be installed there)", cmd=[jobgen])
+    argv = [jobgen, "apply", "--format", "json"]
     for option, flag in FLAGS.items():
         if params[option] is not None:
             argv += [flag, str(params[option])]
     if module.check_mode:
         argv.append("--check")
-    return argv
+    # after "--", a manifest whose path starts with "-" is a manifest, never an option
+    return [*argv, "--", *params["manifests"]]
 
 
 def preview(module: AnsibleModule, argv: list[str]) -> str:
@@ -153,31 +159,53 @@ def preview(module: AnsibleModule, argv: list[str]) -> str:
     --diff is a dry run, so it is run first, on its own, and the real apply (unless in check
     mode) after it.
     """
-    rc, out, err = module.run_command([*argv, "--diff"])
-    doc = parse(module, [*argv, "--diff"], rc, out, err)
+    end = argv.index("--")
+    argv = [*argv[:end], "--diff", *argv[end:]]
+    rc, out, err = module.run_command(argv)
+    doc = parse(module, argv, rc, out, err)
     if rc not in (0, 1):
-        fail(module, rc, doc, err, dict(changed=False, cmd=[*argv, "--diff"], exit_status=rc, diagnostics=doc.get("diagnostics", [])))
+        fail(module, rc, doc, err, dict(changed=False, cmd=argv, exit_status=rc, diagnostics=doc["diagnostics"]))
     return doc.get("diff") or ""
 
 
 def parse(module: AnsibleModule, argv: list[str], rc: int, out: str, err: str) -> dict:
+    def refuse(what: str) -> None:
+        module.fail_json(msg=f"jobgen apply printed {what} (exit {rc})", cmd=argv, exit_status=rc, stdout=out, stderr=err)
+
     try:
         doc = json.loads(out)
     except ValueError:
-        module.fail_json(msg=f"jobgen apply printed no JSON document (exit {rc})", cmd=argv, exit_status=rc, stdout=out, stderr=err)
+        refuse("no JSON document")
+    if not isinstance(doc, dict):
+        refuse(f"a JSON {JSON_NAMES.get(type(doc), 'value')}, not the object of format {FORMAT} this module reads")
     if doc.get("format") != FORMAT:
-        module.fail_json(msg=f"jobgen apply printed format {doc.get('format')!r}; this module reads format {FORMAT}", cmd=argv, exit_status=rc, stdout=out)
+        refuse(f"format {doc.get('format')!r}; this module reads format {FORMAT}")
+    # a jobgen that is not the one this module was written for may print other shapes:
+    # a field of the wrong type is named, never a crash of the module nor a false success
+    for field, kind in SHAPE.items():
+        if not isinstance(doc.setdefault(field, kind()), kind):
+            refuse(f"{field!r} as a JSON {JSON_NAMES.get(type(doc[field]), 'object')}, not {KINDS[kind]}")
+    for field in LISTS_OF_OBJECTS:
+        if not all(isinstance(item, dict) for item in doc[field]):
+            refuse(f"{field!r} with an item that is not an object")
     return doc
 
 
 def fail(module: AnsibleModule, rc: int, doc: dict, err: str, result: dict) -> None:
-    reason = FAILURES.get(rc, f"jobgen apply exited {rc}")
-    module.fail_json(msg="\n".join([reason, *diagnostic_lines(doc)]), errors=doc.get("errors", []), stderr=err, **result)
+    # what the exit code means is jobgen's word ("outcome"), not a table kept here
+    reason = f"jobgen apply exited {rc}: {doc['outcome']}" if doc["outcome"] else f"jobgen apply exited {rc}"
+    module.fail_json(msg="\n".join([reason, *diagnostic_lines(doc)]), errors=doc["errors"], stderr=err, **result)
+
+
+def diagnostic_line(d: dict) -> str:
+    return f"{d.get('file')}:{d.get('line')}:{d.get('col')}: {d.get('severity')}: {d.get('message')}"
 
 
 def diagnostic_lines(doc: dict) -> list[str]:
-    lines = [f"{d.get('file')}:{d.get('line')}:{d.get('col')}: {d.get('severity')}: {d.get('message')}" for d in doc.get("diagnostics", [])]
-    return lines + list(doc.get("errors", []))
+    # "errors" is apply's own list; "error" is the one line of jobgen's answer to anything
+    # apply itself did not get to run (usage, a bad --systemd, an internal error)
+    lines = [diagnostic_line(d) for d in doc["diagnostics"]] + [str(e) for e in doc["errors"]]
+    return lines + ([doc["error"]] if doc["error"] else [])
 
 
 def main() -> None:
@@ -187,7 +215,8 @@ def main() -> None:
             root=dict(type="path"),
             layout=dict(type="str", choices=["etc", "usr"]),
             restart=dict(type="str", choices=["changed", "never"]),
-            stop_timeout=dict(type="int"),
+            # jobgen reads seconds with a fraction (--stop-timeout 0.5)
+            stop_timeout=dict(type="float"),
             systemd=dict(type="str"),
             executable=dict(type="path"),
         ),
@@ -198,11 +227,16 @@ def main() -> None:
     rc, out, err = module.run_command(argv)
     doc = parse(module, argv, rc, out, err)
 
+    # jobgen's warnings (a secret-looking environment value, ...) are shown to whoever runs
+    # the playbook, as jobgen shows them on a terminal; notes stay in `diagnostics`
+    for d in doc["diagnostics"]:
+        if d.get("severity") == "warning":
+            module.warn(diagnostic_line(d))
     result = dict(
-        changed=bool(doc.get("changed")),
-        files=doc.get("files", []),
-        actions=doc.get("actions", []),
-        diagnostics=doc.get("diagnostics", []),
+        changed=doc["changed"],
+        files=doc["files"],
+        actions=doc["actions"],
+        diagnostics=doc["diagnostics"],
         cmd=argv,
         # not `rc`: Ansible fails any task whose result has a non-zero rc, and exit 1 is a
         # success in check mode
