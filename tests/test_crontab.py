@@ -441,3 +441,64 @@ def test_a_system_crontab_read_as_a_user_crontab_is_caught(tmp_path):
             "--user-crontab if the command really is 'root ...'") in r.stderr.splitlines()
     ok = _jobgen("import-crontab", "--system", str(src))
     assert ok.returncode == 0 and '"/usr/bin/true"' in ok.stdout
+
+
+# cron's do_command.c: a backslash escapes the one character after it, so in `\\%` the
+# backslash is escaped and the '%' ends the command; only `\%` is a literal '%'.
+@pytest.mark.parametrize(("command", "argv"), [
+    (r"echo a\%b", ("/bin/sh", "-c", "echo a%b")),
+    (r"echo a\%b\\\%c", ("/bin/sh", "-c", r"echo a%b\\%c")),
+    (r"echo a\b\%", ("/bin/sh", "-c", r"echo a\b%")),
+    (r"echo a\\%b", None),
+    (r"echo a\\\\%b", None),
+])  # fmt: skip
+def test_percent_is_read_as_cron_reads_it(tmp_path, command, argv):
+    src, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    src.write_text(f"0 1 * * * {command}\n")
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    jobs = yaml.safe_load(out.read_text())["jobs"]
+    if argv is None:
+        assert r.returncode == 1
+        assert (f"{src}:1: error: an unescaped '%' ends the command in cron and sends the rest of the line to its "
+                "standard input; rewrite it (e.g. with a here-document in a script) or escape it as '\\%' if it is "
+                "meant literally") in r.stderr.splitlines()
+        assert jobs == {}
+    else:
+        assert r.returncode == 0, r.stderr
+        assert [tuple(job["command"]) for job in jobs.values()] == [argv]
+
+
+# cron's env.c load_env(): what a NAME=VALUE line sets, quotes and all.
+@pytest.mark.parametrize(("line", "environment"), [
+    ('A = "a b"  ', {"A": "a b"}),
+    ("A='x'", {"A": "x"}),
+    ('"A"=x', {"A": "x"}),
+    ('A=a"b"', {"A": 'a"b"'}),
+    ("A=  x y \t", {"A": "x y"}),
+])  # fmt: skip
+def test_a_variable_is_read_as_cron_reads_it(line, environment):
+    imported = tool.read(f"{line}\n0 0 * * * /bin/true\n", "t", system=False)
+    assert imported.problems == []
+    assert [dict(job.environment) for job in imported.jobs] == [environment]
+
+
+@pytest.mark.parametrize("line", ["A='it's'", 'A="a"b', 'A="unclosed', "A='"])
+def test_a_variable_line_cron_does_not_read_sets_nothing(tmp_path, line):
+    src, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    src.write_text(f"{line}\n0 0 * * * /bin/true\n")
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    assert r.returncode == 1
+    assert (f"{src}:1: error: cron does not read '{line}' as a variable (a quoted value must be closed, and only "
+            "blanks may follow its closing quote) nor as a job: it sets nothing in cron; rewrite it") in r.stderr.splitlines()
+    assert [job.get("environment") for job in yaml.safe_load(out.read_text())["jobs"].values()] == [None]
+
+
+@pytest.mark.parametrize("nickname", ["@Daily", "@HOURLY", "@Reboot"])
+def test_a_nickname_cron_does_not_know_in_that_case_is_refused(tmp_path, nickname):
+    src, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    src.write_text(f"{nickname} /bin/true\n")
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    assert r.returncode == 1
+    assert (f"{src}:1: error: '{nickname}': cron's nicknames are lower case; cron refuses '{nickname}' and never runs "
+            f"the line (write '{nickname.lower()}' to run it)") in r.stderr.splitlines()
+    assert yaml.safe_load(out.read_text())["jobs"] == {}
