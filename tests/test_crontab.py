@@ -17,6 +17,7 @@ says in a note for CRON_TZ zones with DST.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -502,3 +503,27 @@ def test_a_nickname_cron_does_not_know_in_that_case_is_refused(tmp_path, nicknam
     assert (f"{src}:1: error: '{nickname}': cron's nicknames are lower case; cron refuses '{nickname}' and never runs "
             f"the line (write '{nickname.lower()}' to run it)") in r.stderr.splitlines()
     assert yaml.safe_load(out.read_text())["jobs"] == {}
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: p.symlink_to("/dev/zero"), "not a regular file; nothing read"),
+    (lambda p: p.mkdir(), "not a regular file: a folder; nothing read"),
+    (lambda p: p.write_text("#" * (1 << 20) + "\n"), "more than 1,048,576 bytes, larger than any crontab an operator wrote; nothing read"),
+])  # fmt: skip
+def test_a_crontab_that_is_a_device_a_folder_or_huge_is_one_line_and_nothing_written(tmp_path, make, message):
+    src, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    make(src)
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    assert (r.returncode, r.stderr) == (2, f"jobgen: error: {src}: {message}\n")
+    assert not out.exists()
+
+
+def test_a_fifo_nobody_writes_does_not_hang_the_import_and_a_pipe_is_read(tmp_path):
+    fifo, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    os.mkfifo(fifo)
+    r = _jobgen("import-crontab", "--user-crontab", str(fifo), "-o", str(out))  # support.cli's timeout would end a hang
+    assert (r.returncode, r.stderr) == (1, "jobgen: 0 jobs imported\n")
+    assert yaml.safe_load(out.read_text())["jobs"] == {}
+    piped = subprocess.run(["bash", "-c", f"{sys.executable} -m jobgen import-crontab --user-crontab "
+                            "<(printf '0 1 * * * /bin/true\\n')"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (piped.returncode, piped.stderr) == (0, "jobgen: 1 job imported\n")
