@@ -506,9 +506,9 @@ def test_a_nickname_cron_does_not_know_in_that_case_is_refused(tmp_path, nicknam
 
 
 @pytest.mark.parametrize(("make", "message"), [
-    (lambda p: p.symlink_to("/dev/zero"), "not a regular file; nothing read"),
-    (lambda p: p.mkdir(), "not a regular file: a folder; nothing read"),
-    (lambda p: p.write_text("#" * (1 << 20) + "\n"), "more than 1,048,576 bytes, larger than any crontab an operator wrote; nothing read"),
+    (lambda p: p.symlink_to("/dev/zero"), "cannot read: not a regular file"),
+    (lambda p: p.mkdir(), "cannot read: not a regular file: a folder"),
+    (lambda p: p.write_text("#" * (1 << 20) + "\n"), "cannot read: more than 1,048,576 bytes, larger than any crontab an operator wrote"),
 ])  # fmt: skip
 def test_a_crontab_that_is_a_device_a_folder_or_huge_is_one_line_and_nothing_written(tmp_path, make, message):
     src, out = tmp_path / "crontab", tmp_path / "out.yaml"
@@ -527,3 +527,4 @@ def test_a_fifo_nobody_writes_does_not_hang_the_import_and_a_pipe_is_read(tmp_pa
     piped = subprocess.run(["bash", "-c", f"{sys.executable} -m jobgen import-crontab --user-crontab "
                             "<(printf '0 1 * * * /bin/true\\n')"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert (piped.returncode, piped.stderr) == (0, "jobgen: 1 job imported\n")
+

@@ -55,11 +55,8 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
     stdin = str(crontab) == "-"  # as crontab(1) reads one: `crontab -l | jobgen import-crontab -`
     try:
         text = _read_crontab(None if stdin else crontab).decode("utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         err(f"jobgen: error: {crontab}: cannot read: {exc}")
-        return EXIT_INVALID
-    except ValueError as exc:
-        err(f"jobgen: error: {crontab}: {exc}; nothing read")
         return EXIT_INVALID
     if stdin:
         crontab = Path("stdin")  # the name its jobs are called by, and the one its lines are reported under
