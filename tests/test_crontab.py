@@ -528,3 +528,19 @@ def test_a_fifo_nobody_writes_does_not_hang_the_import_and_a_pipe_is_read(tmp_pa
                             "<(printf '0 1 * * * /bin/true\\n')"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert (piped.returncode, piped.stderr) == (0, "jobgen: 1 job imported\n")
 
+
+# cron runs every command as `$SHELL -c`; a plain command becomes an argv only where that
+# shell would run exactly those words and read nothing first.
+@pytest.mark.parametrize(("lines", "command"), [
+    (["SHELL=/bin/bash"], ["/usr/bin/app", "run"]),
+    (["SHELL=/bin/bash", "BASH_ENV=/etc/app.env"], ["/bin/bash", "-c", "/usr/bin/app run"]),  # bash reads it first
+    (["SHELL=/usr/bin/fish"], ["/usr/bin/fish", "-c", "/usr/bin/app run"]),  # its own quoting rules
+    (["SHELL=/usr/local/bin/wrapper"], ["/usr/local/bin/wrapper", "-c", "/usr/bin/app run"]),
+])  # fmt: skip
+def test_a_plain_command_keeps_a_shell_that_would_do_more_than_run_it(tmp_path, lines, command):
+    src, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    src.write_text("\n".join([*lines, "0 1 * * * /usr/bin/app run", ""]))
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert [job["command"] for job in yaml.safe_load(out.read_text())["jobs"].values()] == [command]
+

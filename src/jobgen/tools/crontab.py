@@ -360,7 +360,7 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
     if owner is not None and not USER_NAME.fullmatch(owner):
         out.problems.append(Problem(number, f"'{owner}' is not a user name"))
         return None
-    command = _command(number, command_text, shell, out)
+    command = _command(number, command_text, shell, out, env)
     schedule = _schedule(number, when, zone, out)
     if command is None or schedule is None:
         return None
@@ -381,7 +381,7 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
     )
 
 
-def _command(number: int, text: str, shell: str, out: Imported) -> tuple[str, ...] | None:
+def _command(number: int, text: str, shell: str, out: Imported, env: dict[str, str] | None = None) -> tuple[str, ...] | None:
     """cron's command field -> argv: crontab(5) '%' rules, then shell or plain words."""
     if control := _CONTROL.search(text):
         out.problems.append(Problem(number, f"the command contains U+{ord(control[0]):04X} (a control character or "
@@ -399,10 +399,21 @@ def _command(number: int, text: str, shell: str, out: Imported) -> tuple[str, ..
         reading = shellwords.read(text)
     except ValueError:  # an unclosed quote: the shell's problem, as it was cron's
         reading = None
-    if reading is not None and not reading.syntax and reading.words and reading.words[0].startswith("/"):
+    if (reading is not None and not reading.syntax and reading.words and reading.words[0].startswith("/")
+            and _runs_words_as_they_are(shell, env or {})):
         return reading.words
     # cron runs the command as `$SHELL -c command`: that is exactly what the job runs.
     return (shell, "-c", text)
+
+
+# Shells whose `-c` runs a line of plain words as exactly that argv and reads nothing first.
+# Any other SHELL= (fish, csh, a script) has its own quoting; bash reads $BASH_ENV before a
+# `-c` line (bash(1), INVOCATION), which the argv would skip.
+_PLAIN_SHELLS = frozenset({"/bin/sh", "/usr/bin/sh", "/bin/dash", "/usr/bin/dash", "/bin/bash", "/usr/bin/bash"})
+
+
+def _runs_words_as_they_are(shell: str, env: dict[str, str]) -> bool:
+    return shell in _PLAIN_SHELLS and not (shell.endswith("/bash") and env.get("BASH_ENV"))
 
 
 def percent(text: str) -> tuple[str, str | None]:
