@@ -321,7 +321,7 @@ def test_the_summary_counts_lines_not_problems(tmp_path):
 
 def test_a_crontab_on_standard_input_is_named_stdin():
     # `crontab -l | jobgen import-crontab -`: its jobs and its lines go by the name "stdin".
-    result = _jobgen("import-crontab", "--user-crontab", "--zone", "UTC", "-",
+    result = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "-",
                      input="@quarterly true\n@every 5m true\n")
     assert result.returncode == 1, result.stderr
     assert "  stdin-job-l1:\n" in result.stdout
@@ -525,7 +525,7 @@ def test_a_fifo_nobody_writes_does_not_hang_the_import_and_a_pipe_is_read(tmp_pa
     assert (r.returncode, r.stderr) == (1, "jobgen: 0 jobs imported\n")
     assert yaml.safe_load(out.read_text())["jobs"] == {}
     piped = subprocess.run(["bash", "-c", f"{sys.executable} -m jobgen import-crontab --user-crontab "
-                            "<(printf '0 1 * * * /bin/true\\n')"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+                            "--user alice <(printf '0 1 * * * /bin/true\\n')"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert (piped.returncode, piped.stderr) == (0, "jobgen: 1 job imported\n")
 
 
@@ -544,3 +544,15 @@ def test_a_plain_command_keeps_a_shell_that_would_do_more_than_run_it(tmp_path, 
     assert r.returncode == 0, r.stderr
     assert [job["command"] for job in yaml.safe_load(out.read_text())["jobs"].values()] == [command]
 
+
+def test_a_user_crontab_without_its_user_says_its_jobs_now_run_as_root(tmp_path):
+    src, out = tmp_path / "shop", tmp_path / "out.yaml"
+    src.write_text("# shop's\n0 1 * * * /usr/bin/app run\n")
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    assert (r.returncode, r.stderr.splitlines()) == (0, [
+        f"{src}:2: note: no --user: these jobs get no user: and run as root, while cron ran a user crontab's jobs as "
+        "the user it belongs to; pass --user NAME to keep that",
+        "jobgen: 1 job imported"])
+    named = _jobgen("import-crontab", "--user-crontab", "--user", "shop", str(src), "-o", str(out), "--force")
+    assert (named.returncode, named.stderr) == (0, "jobgen: 1 job imported\n")
+    assert [job["user"] for job in yaml.safe_load(out.read_text())["jobs"].values()] == ["shop"]

@@ -73,6 +73,10 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
     zone = zone or host_cron.host_zone(Path("/"))
     for note in imported.notes:
         err(f"{crontab}:{note.line}: note: {note.message}")
+    if not is_system and user is None and imported.jobs:
+        # cron runs a user crontab's jobs as its owner; a job without user: runs as root.
+        err(f"{crontab}:{imported.jobs[0].line}: note: no --user: these jobs get no user: and run as root, while cron "
+            "ran a user crontab's jobs as the user it belongs to; pass --user NAME to keep that")
     for job in imported.jobs:  # per line, what its zone's DST changes do differently
         job_zone = job.timezone or zone
         if job_zone and not isinstance(job.schedule, dict) and crontab_dst.has_dst(job_zone):
