@@ -806,3 +806,19 @@ def test_a_crontab_others_can_write_or_of_a_foreign_owner_is_refused_as_cron_ski
     written = "".join(p.read_text() for p in (tmp_path / "out").iterdir())
     assert "planted" not in written
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["cron.d-e2scrub_all.yaml", "cron.daily.yaml"]
+
+
+def test_debian_s_cron_reads_a_user_crontab_of_mode_0600_only(image, tmp_path):
+    img = str(image)
+    _put(image, "var/spool/cron/crontabs/shop", "*/10 * * * * /usr/local/bin/sync-stock --quiet\n", 0o644)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert (f"{img}/var/spool/cron/crontabs/shop: refused: cron skips it: mode 0644; Debian's cron reads a user crontab "
+            "of mode 0600 only (cron: INSECURE MODE (mode 0600 expected))") in r.stdout.splitlines()
+    assert r.returncode == 1 and not (tmp_path / "out" / "user-shop.yaml").exists()
+
+
+def test_cronie_reads_a_user_crontab_only_its_owner_writes_whatever_its_mode(rhel, tmp_path):
+    _put(rhel, "etc/passwd", f"root:x:0:0::/root:/bin/bash\nshop:x:{os.getuid()}:100::/home/shop:/bin/sh\n")
+    _put(rhel, "var/spool/cron/shop", "*/10 * * * * /usr/local/bin/sync-stock --quiet\n", 0o644)
+    r = _jobgen("import-crontab", "--host", "--root", str(rhel), "-o", str(tmp_path / "out"))
+    assert f"{rhel}/var/spool/cron/shop:1: translated: shop-sync-stock-l1 in user-shop.yaml" in r.stdout.splitlines()
