@@ -543,3 +543,15 @@ def test_a_manifest_others_could_have_written_or_not_a_file_is_one_line_and_no_u
     assert r.stderr.splitlines() == expected
     timers = sorted(p for p in tree(out) if p.endswith(".timer") and "/" not in p)
     assert timers == ["good.timer"]
+
+
+def test_a_manifest_name_with_a_line_break_is_one_line_per_problem(tmp_path: Path) -> None:
+    src = manifests(tmp_path / "etc", **{"good.yaml": job("good"), "a\nb.yaml": job("split")})
+    r, out = run_generator(tmp_path, src)
+    assert r.returncode == 0
+    assert r.stderr.splitlines() == [
+        f"{src}/a\\nb.yaml:1:1: error: cannot name this manifest in SourcePath=: control character in unit file value "
+        f"'{src}/a\\nb.yaml'",
+        f"jobgen-generator: {src}/a\\nb.yaml skipped: none of its units were generated; fix it, then `systemctl daemon-reload`",
+    ]
+    assert sorted(p for p in tree(out) if p.endswith(".timer") and "/" not in p) == ["good.timer"]

@@ -81,6 +81,10 @@ class Log:
                 self.undelivered = []
 
     def __call__(self, severity: str, text: str) -> None:
+        if not text.isprintable():
+            # One problem, one journal line: a file name with a newline (/etc/jobgen/a<LF>b.yaml)
+            # or another control character is shown escaped, never split or sent to the terminal.
+            text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
         print(text, file=sys.stderr, flush=True)
         if self.undelivered is not None:
             self.undelivered.append((PRIORITY[severity], text))
