@@ -17,6 +17,7 @@ says in a note for CRON_TZ zones with DST.
 from __future__ import annotations
 
 import json
+import os
 import re
 import subprocess
 import sys
@@ -320,7 +321,7 @@ def test_the_summary_counts_lines_not_problems(tmp_path):
 
 def test_a_crontab_on_standard_input_is_named_stdin():
     # `crontab -l | jobgen import-crontab -`: its jobs and its lines go by the name "stdin".
-    result = _jobgen("import-crontab", "--user-crontab", "--zone", "UTC", "-",
+    result = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "-",
                      input="@quarterly true\n@every 5m true\n")
     assert result.returncode == 1, result.stderr
     assert "  stdin-job-l1:\n" in result.stdout
@@ -441,3 +442,117 @@ def test_a_system_crontab_read_as_a_user_crontab_is_caught(tmp_path):
             "--user-crontab if the command really is 'root ...'") in r.stderr.splitlines()
     ok = _jobgen("import-crontab", "--system", str(src))
     assert ok.returncode == 0 and '"/usr/bin/true"' in ok.stdout
+
+
+# cron's do_command.c: a backslash escapes the one character after it, so in `\\%` the
+# backslash is escaped and the '%' ends the command; only `\%` is a literal '%'.
+@pytest.mark.parametrize(("command", "argv"), [
+    (r"echo a\%b", ("/bin/sh", "-c", "echo a%b")),
+    (r"echo a\%b\\\%c", ("/bin/sh", "-c", r"echo a%b\\%c")),
+    (r"echo a\b\%", ("/bin/sh", "-c", r"echo a\b%")),
+    (r"echo a\\%b", None),
+    (r"echo a\\\\%b", None),
+])  # fmt: skip
+def test_percent_is_read_as_cron_reads_it(tmp_path, command, argv):
+    src, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    src.write_text(f"0 1 * * * {command}\n")
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    jobs = yaml.safe_load(out.read_text())["jobs"]
+    if argv is None:
+        assert r.returncode == 1
+        assert (f"{src}:1: error: an unescaped '%' ends the command in cron and sends the rest of the line to its "
+                "standard input; rewrite it (e.g. with a here-document in a script) or escape it as '\\%' if it is "
+                "meant literally") in r.stderr.splitlines()
+        assert jobs == {}
+    else:
+        assert r.returncode == 0, r.stderr
+        assert [tuple(job["command"]) for job in jobs.values()] == [argv]
+
+
+# cron's env.c load_env(): what a NAME=VALUE line sets, quotes and all.
+@pytest.mark.parametrize(("line", "environment"), [
+    ('A = "a b"  ', {"A": "a b"}),
+    ("A='x'", {"A": "x"}),
+    ('"A"=x', {"A": "x"}),
+    ('A=a"b"', {"A": 'a"b"'}),
+    ("A=  x y \t", {"A": "x y"}),
+])  # fmt: skip
+def test_a_variable_is_read_as_cron_reads_it(line, environment):
+    imported = tool.read(f"{line}\n0 0 * * * /bin/true\n", "t", system=False)
+    assert imported.problems == []
+    assert [dict(job.environment) for job in imported.jobs] == [environment]
+
+
+@pytest.mark.parametrize("line", ["A='it's'", 'A="a"b', 'A="unclosed', "A='"])
+def test_a_variable_line_cron_does_not_read_sets_nothing(tmp_path, line):
+    src, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    src.write_text(f"{line}\n0 0 * * * /bin/true\n")
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    assert r.returncode == 1
+    assert (f"{src}:1: error: cron does not read '{line}' as a variable (a quoted value must be closed, and only "
+            "blanks may follow its closing quote) nor as a job: it sets nothing in cron; rewrite it") in r.stderr.splitlines()
+    assert [job.get("environment") for job in yaml.safe_load(out.read_text())["jobs"].values()] == [None]
+
+
+@pytest.mark.parametrize("nickname", ["@Daily", "@HOURLY", "@Reboot"])
+def test_a_nickname_cron_does_not_know_in_that_case_is_refused(tmp_path, nickname):
+    src, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    src.write_text(f"{nickname} /bin/true\n")
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    assert r.returncode == 1
+    assert (f"{src}:1: error: '{nickname}': cron's nicknames are lower case; cron refuses '{nickname}' and never runs "
+            f"the line (write '{nickname.lower()}' to run it)") in r.stderr.splitlines()
+    assert yaml.safe_load(out.read_text())["jobs"] == {}
+
+
+@pytest.mark.parametrize(("make", "message"), [
+    (lambda p: p.symlink_to("/dev/zero"), "cannot read: not a regular file"),
+    (lambda p: p.mkdir(), "cannot read: not a regular file: a folder"),
+    (lambda p: p.write_text("#" * (1 << 20) + "\n"), "cannot read: more than 1,048,576 bytes, larger than any crontab an operator wrote"),
+])  # fmt: skip
+def test_a_crontab_that_is_a_device_a_folder_or_huge_is_one_line_and_nothing_written(tmp_path, make, message):
+    src, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    make(src)
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    assert (r.returncode, r.stderr) == (2, f"jobgen: error: {src}: {message}\n")
+    assert not out.exists()
+
+
+def test_a_fifo_nobody_writes_does_not_hang_the_import_and_a_pipe_is_read(tmp_path):
+    fifo, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    os.mkfifo(fifo)
+    r = _jobgen("import-crontab", "--user-crontab", str(fifo), "-o", str(out))  # support.cli's timeout would end a hang
+    assert (r.returncode, r.stderr) == (1, "jobgen: 0 jobs imported\n")
+    assert yaml.safe_load(out.read_text())["jobs"] == {}
+    piped = subprocess.run(["bash", "-c", f"{sys.executable} -m jobgen import-crontab --user-crontab "
+                            "--user alice <(printf '0 1 * * * /bin/true\\n')"], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert (piped.returncode, piped.stderr) == (0, "jobgen: 1 job imported\n")
+
+
+# cron runs every command as `$SHELL -c`; a plain command becomes an argv only where that
+# shell would run exactly those words and read nothing first.
+@pytest.mark.parametrize(("lines", "command"), [
+    (["SHELL=/bin/bash"], ["/usr/bin/app", "run"]),
+    (["SHELL=/bin/bash", "BASH_ENV=/etc/app.env"], ["/bin/bash", "-c", "/usr/bin/app run"]),  # bash reads it first
+    (["SHELL=/usr/bin/fish"], ["/usr/bin/fish", "-c", "/usr/bin/app run"]),  # its own quoting rules
+    (["SHELL=/usr/local/bin/wrapper"], ["/usr/local/bin/wrapper", "-c", "/usr/bin/app run"]),
+])  # fmt: skip
+def test_a_plain_command_keeps_a_shell_that_would_do_more_than_run_it(tmp_path, lines, command):
+    src, out = tmp_path / "crontab", tmp_path / "out.yaml"
+    src.write_text("\n".join([*lines, "0 1 * * * /usr/bin/app run", ""]))
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    assert [job["command"] for job in yaml.safe_load(out.read_text())["jobs"].values()] == [command]
+
+
+def test_a_user_crontab_without_its_user_says_its_jobs_now_run_as_root(tmp_path):
+    src, out = tmp_path / "shop", tmp_path / "out.yaml"
+    src.write_text("# shop's\n0 1 * * * /usr/bin/app run\n")
+    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    assert (r.returncode, r.stderr.splitlines()) == (0, [
+        f"{src}:2: note: no --user: these jobs get no user: and run as root, while cron ran a user crontab's jobs as "
+        "the user it belongs to; pass --user NAME to keep that",
+        "jobgen: 1 job imported"])
+    named = _jobgen("import-crontab", "--user-crontab", "--user", "shop", str(src), "-o", str(out), "--force")
+    assert (named.returncode, named.stderr) == (0, "jobgen: 1 job imported\n")
+    assert [job["user"] for job in yaml.safe_load(out.read_text())["jobs"].values()] == ["shop"]

@@ -780,3 +780,45 @@ def test_a_rhel_image_s_user_crontabs_are_read_from_var_spool_cron(rhel, tmp_pat
     assert f"{img}/var/spool/cron/shop:1: translated: shop-sync-stock-l1 in user-shop.yaml" in lines
     assert f"{img}/var/spool/cron/shop.rpmsave: ignored: {CRONIE_CRON_D_SKIP}" in lines
     assert _manifest_jobs(tmp_path / "out", "user-shop.yaml")["shop-sync-stock-l1"]["user"] == "shop"
+
+
+def test_a_crontab_others_can_write_or_of_a_foreign_owner_is_refused_as_cron_skips_it(image, tmp_path):
+    # cron skips such a file (INSECURE MODE, WRONG FILE OWNER): imported, its lines would run
+    # jobs cron never ran, a system crontab's as root.
+    img = str(image)
+    _put(image, "etc/cron.d/open", "* * * * * root /usr/local/bin/planted\n", 0o666)
+    _put(image, "etc/cron.d/group", "* * * * * root /usr/local/bin/planted\n", 0o664)
+    os.symlink("open", image / "etc/cron.d/linked")
+    _put(image, "var/spool/cron/crontabs/shop", "* * * * * /usr/local/bin/planted\n", 0o622)
+    if os.geteuid() == 0:  # only root can give a file away
+        os.chown(_put(image, "etc/cron.d/foreign", "* * * * * root /usr/local/bin/planted\n"), 4242, 4242)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    lines = r.stdout.splitlines()
+    insecure = "cron reads a crontab only its owner can write (cron: INSECURE MODE)"
+    assert f"{img}/etc/cron.d/open: refused: cron skips it: others can write it (mode 0666); {insecure}" in lines
+    assert f"{img}/etc/cron.d/group: refused: cron skips it: others can write it (mode 0664); {insecure}" in lines
+    assert f"{img}/etc/cron.d/linked: refused: cron skips it: others can write it (mode 0666); {insecure}" in lines
+    assert f"{img}/var/spool/cron/crontabs/shop: refused: cron skips it: others can write it (mode 0622); {insecure}" in lines
+    if os.geteuid() == 0:
+        assert (f"{img}/etc/cron.d/foreign: refused: cron skips it: owned by uid 4242; a system crontab must be root's "
+                "(cron: WRONG FILE OWNER)") in lines
+    assert r.returncode == 1 and "Traceback" not in r.stderr
+    written = "".join(p.read_text() for p in (tmp_path / "out").iterdir())
+    assert "planted" not in written
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["cron.d-e2scrub_all.yaml", "cron.daily.yaml"]
+
+
+def test_debian_s_cron_reads_a_user_crontab_of_mode_0600_only(image, tmp_path):
+    img = str(image)
+    _put(image, "var/spool/cron/crontabs/shop", "*/10 * * * * /usr/local/bin/sync-stock --quiet\n", 0o644)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert (f"{img}/var/spool/cron/crontabs/shop: refused: cron skips it: mode 0644; Debian's cron reads a user crontab "
+            "of mode 0600 only (cron: INSECURE MODE (mode 0600 expected))") in r.stdout.splitlines()
+    assert r.returncode == 1 and not (tmp_path / "out" / "user-shop.yaml").exists()
+
+
+def test_cronie_reads_a_user_crontab_only_its_owner_writes_whatever_its_mode(rhel, tmp_path):
+    _put(rhel, "etc/passwd", f"root:x:0:0::/root:/bin/bash\nshop:x:{os.getuid()}:100::/home/shop:/bin/sh\n")
+    _put(rhel, "var/spool/cron/shop", "*/10 * * * * /usr/local/bin/sync-stock --quiet\n", 0o644)
+    r = _jobgen("import-crontab", "--host", "--root", str(rhel), "-o", str(tmp_path / "out"))
+    assert f"{rhel}/var/spool/cron/shop:1: translated: shop-sync-stock-l1 in user-shop.yaml" in r.stdout.splitlines()

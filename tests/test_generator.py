@@ -508,3 +508,50 @@ def test_past_the_deadline_the_rest_is_left_and_what_was_done_stays(tmp_path: Pa
     monkeypatch.setattr(generator, "_compile", interrupted)
     outcome = generator.generate(found, str(tmp_path / "normal"), 252)
     assert outcome.left == [f"{src}/b.yaml", f"{src}/c.yaml"] and "a.timer" in outcome.files
+
+
+def test_a_manifest_others_could_have_written_or_not_a_file_is_one_line_and_no_unit(tmp_path: Path) -> None:
+    # Its jobs run as root at boot: a manifest anyone but root (or this user) could write is
+    # not compiled, and a FIFO, a folder or a dangling link named *.yaml is named, never
+    # taken for a mask nor waited on.
+    src = manifests(tmp_path / "etc", **{"good.yaml": job("good"), "open.yaml": job("planted"), "group.yaml": job("planted-too")})
+    (src / "open.yaml").chmod(0o666)
+    (src / "group.yaml").chmod(0o664)
+    (src / "linked.yaml").symlink_to("open.yaml")
+    os.mkfifo(src / "fifo.yaml")
+    (src / "folder.yaml").mkdir()
+    (src / "dangling.yaml").symlink_to(tmp_path / "nowhere")
+    if os.geteuid() == 0:  # only root can give a file away
+        (src / "foreign.yaml").write_text(job("foreign"))
+        os.chown(src / "foreign.yaml", 4242, 4242)
+    usr = manifests(tmp_path / "usr", **{"fifo.yaml": job("vendor")})  # a FIFO in /etc masks nothing
+    r, out = run_generator(tmp_path, src, usr)
+    assert r.returncode == 0
+    fix = "none of its units were generated; fix it, then `systemctl daemon-reload`"
+    writable = "anyone could make its jobs run as root; make it writable by its owner alone (chmod go-w)"
+    expected = [
+        f"jobgen-generator: {src}/dangling.yaml skipped: cannot be read: No such file or directory; {fix}",
+        f"jobgen-generator: {src}/fifo.yaml skipped: not a regular file; {fix}",
+        f"jobgen-generator: {src}/folder.yaml skipped: not a regular file; {fix}",
+        f"jobgen-generator: {src}/group.yaml skipped: others can write it (mode 0664): {writable}; {fix}",
+        f"jobgen-generator: {src}/linked.yaml skipped: others can write it (mode 0666): {writable}; {fix}",
+        f"jobgen-generator: {src}/open.yaml skipped: others can write it (mode 0666): {writable}; {fix}",
+    ]
+    if os.geteuid() == 0:
+        expected.insert(3, f"jobgen-generator: {src}/foreign.yaml skipped: it belongs to uid 4242, not to root: its jobs "
+                           f"would run as whoever it names, root included; {fix}")
+    assert r.stderr.splitlines() == expected
+    timers = sorted(p for p in tree(out) if p.endswith(".timer") and "/" not in p)
+    assert timers == ["good.timer"]
+
+
+def test_a_manifest_name_with_a_line_break_is_one_line_per_problem(tmp_path: Path) -> None:
+    src = manifests(tmp_path / "etc", **{"good.yaml": job("good"), "a\nb.yaml": job("split")})
+    r, out = run_generator(tmp_path, src)
+    assert r.returncode == 0
+    assert r.stderr.splitlines() == [
+        f"{src}/a\\nb.yaml:1:1: error: cannot name this manifest in SourcePath=: control character in unit file value "
+        f"'{src}/a\\nb.yaml'",
+        f"jobgen-generator: {src}/a\\nb.yaml skipped: none of its units were generated; fix it, then `systemctl daemon-reload`",
+    ]
+    assert sorted(p for p in tree(out) if p.endswith(".timer") and "/" not in p) == ["good.timer"]

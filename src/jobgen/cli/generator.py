@@ -81,6 +81,10 @@ class Log:
                 self.undelivered = []
 
     def __call__(self, severity: str, text: str) -> None:
+        if not text.isprintable():
+            # One problem, one journal line: a file name with a newline (/etc/jobgen/a<LF>b.yaml)
+            # or another control character is shown escaped, never split or sent to the terminal.
+            text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
         print(text, file=sys.stderr, flush=True)
         if self.undelivered is not None:
             self.undelivered.append((PRIORITY[severity], text))
@@ -139,6 +143,14 @@ def run(argv: list[str], env: dict[str, str]) -> int:
         return 0
     log = Log(env)
     normal = argv[0]
+    # A manifest anyone could have written is not compiled, nor served from the cache.
+    refused = [(path, why) for path in paths if (why := sources.untrusted(path)) is not None]
+    for path, why in refused:
+        log("error", f"{IDENT}: {path} skipped: {why}; none of its units were generated; fix it, then "
+                     "`systemctl daemon-reload`")
+    paths = [path for path in paths if path not in dict(refused)]
+    if not paths:
+        return _boot_report(log, normal)
     from jobgen.host import gencache
 
     cache = _Cache(argv, env, paths, log)

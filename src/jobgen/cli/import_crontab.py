@@ -54,8 +54,8 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
         return EXIT_INVALID
     stdin = str(crontab) == "-"  # as crontab(1) reads one: `crontab -l | jobgen import-crontab -`
     try:
-        text = sys.stdin.buffer.read().decode("utf-8") if stdin else crontab.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
+        text = _read_crontab(None if stdin else crontab).decode("utf-8")
+    except (OSError, ValueError) as exc:  # UnicodeDecodeError is a ValueError
         err(f"jobgen: error: {crontab}: cannot read: {exc}")
         return EXIT_INVALID
     if stdin:
@@ -73,6 +73,10 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
     zone = zone or host_cron.host_zone(Path("/"))
     for note in imported.notes:
         err(f"{crontab}:{note.line}: note: {note.message}")
+    if not is_system and user is None and imported.jobs:
+        # cron runs a user crontab's jobs as its owner; a job without user: runs as root.
+        err(f"{crontab}:{imported.jobs[0].line}: note: no --user: these jobs get no user: and run as root, while cron "
+            "ran a user crontab's jobs as the user it belongs to; pass --user NAME to keep that")
     for job in imported.jobs:  # per line, what its zone's DST changes do differently
         job_zone = job.timezone or zone
         if job_zone and not isinstance(job.schedule, dict) and crontab_dst.has_dst(job_zone):
@@ -149,6 +153,37 @@ def import_host(crontab: Optional[Path], output: Optional[Path], root: Optional[
         f"manifest{'s' if len(files) != 1 else ''} in {folder}"
         + (f"; {result.refused} refused" if result.refused else ""))
     return EXIT_PARTIAL if result.refused or not result.jobs else EXIT_OK
+
+
+def _read_crontab(path: Optional[Path]) -> bytes:
+    """The bytes of a crontab FILE (None: standard input), at most host/crontabs.py's
+    MAX_BYTES: ValueError for a device or a file larger than that (/dev/zero would fill
+    memory). O_NONBLOCK for the open alone: a FIFO nobody writes must not hang the import
+    (it reads as empty), while `<(crontab -l)`, a pipe, is still read to its end."""
+    import stat
+
+    from jobgen.host.crontabs import MAX_BYTES
+
+    if path is None:
+        fd = sys.stdin.fileno()
+    else:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        mode = os.fstat(fd).st_mode
+        if path is not None:
+            if not (stat.S_ISREG(mode) or stat.S_ISFIFO(mode)):
+                raise ValueError("not a regular file" + (": a folder" if stat.S_ISDIR(mode) else ""))
+            os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while chunk := os.read(fd, MAX_BYTES + 1 - size):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > MAX_BYTES:
+                raise ValueError(f"more than {MAX_BYTES:,} bytes, larger than any crontab an operator wrote")
+        return b"".join(chunks)
+    finally:
+        if path is not None:
+            os.close(fd)
 
 
 def _zone_problem(zone: str) -> str | None:

@@ -78,12 +78,13 @@ class Flavour:
     spool: str  # the user crontabs' folder
     spool_name: re.Pattern[str]  # a name fullmatching it is read
     spool_reason: str
+    spool_mode: int | None = None  # the one mode a user crontab must have (Debian: 0600); cronie: none
 
 
 FLAVOURS: dict[str, Flavour] = {
     # Debian's cron; Debian's anacron package ships anacron.timer (hourly) and anacron.service.
     "debian": Flavour("debian", RUN_PARTS_NAME, SKIP_REASON, RUN_PARTS_NAME, SKIP_REASON, "anacron.timer",
-                      DEBIAN_SPOOL, DEBIAN_SPOOL_NAME, DEBIAN_SPOOL_REASON),
+                      DEBIAN_SPOOL, DEBIAN_SPOOL_NAME, DEBIAN_SPOOL_REASON, 0o600),
     # cronie (RHEL, Fedora); cronie-anacron is started by cron's /etc/cron.hourly/0anacron.
     "cronie": Flavour("cronie", CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, RHEL_RUN_PARTS_NAME, RHEL_RUN_PARTS_REASON, None,
                       CRONIE_SPOOL, CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON),
@@ -170,8 +171,34 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _read(root: Path, rel: str) -> str:
-    """A text file under the root, or _Refused with the one reason it cannot be read."""
+def _trusted(st: os.stat_result, owners: frozenset[int] | None, mode: int | None = None) -> None:
+    """cron's checks on a crontab it opened (cronie's check_open(), Debian's process_crontab()):
+    a crontab anyone but its owner can write, or one not owned by whom it runs as, is skipped
+    ("INSECURE MODE", "BAD FILE MODE", "WRONG FILE OWNER"). Imported, its lines would run
+    jobs cron never ran, as root for a system crontab."""
+    if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
+        raise _Refused(f"cron skips it: others can write it (mode {stat.S_IMODE(st.st_mode):04o}); cron reads a crontab "
+                       "only its owner can write (cron: INSECURE MODE)")
+    if mode is not None and stat.S_IMODE(st.st_mode) != mode:
+        raise _Refused(f"cron skips it: mode {stat.S_IMODE(st.st_mode):04o}; Debian's cron reads a user crontab of mode "
+                       f"{mode:04o} only (cron: INSECURE MODE (mode {mode:04o} expected))")
+    if owners is not None and st.st_uid not in owners:
+        raise _Refused(f"cron skips it: owned by uid {st.st_uid}; a system crontab must be root's (cron: WRONG FILE OWNER)")
+
+
+def _system_owners(root: Path) -> frozenset[int]:
+    """Who may own a system crontab: root, and the owner of ROOT itself (an image unpacked by
+    a user holds that user's files; on the host, / is root's)."""
+    try:
+        return frozenset({0, os.stat(root).st_uid})
+    except OSError:
+        return frozenset({0})
+
+
+def _read(root: Path, rel: str, owners: frozenset[int] | None = None, crontab: bool = False,
+          mode: int | None = None) -> str:
+    """A text file under the root, or _Refused with the one reason it cannot be read. A
+    `crontab` is also held to cron's checks (_trusted), on the file read, a link's target."""
     real = _inside(root, rel)
     try:
         # O_NONBLOCK: a FIFO planted in the folder must not hang the import (open(2)).
@@ -182,6 +209,8 @@ def _read(root: Path, rel: str) -> str:
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise _Refused("not a regular file")
+        if crontab:
+            _trusted(st, owners, mode)
         if st.st_size > MAX_BYTES:
             raise _Refused(f"{st.st_size} bytes, more than a crontab's {MAX_BYTES}: not read")
         data = os.read(fd, MAX_BYTES + 1)
@@ -217,11 +246,12 @@ def _listing(root: Path, rel: str, out: HostCron) -> list[str] | None:
     return sorted(names, key=lambda n: n.encode("utf-8", "surrogateescape"))
 
 
-def _file(root: Path, rel: str, out: HostCron, user: str | None = None, missing_ok: bool = True) -> Crontab | None:
+def _file(root: Path, rel: str, out: HostCron, user: str | None = None, missing_ok: bool = True,
+          owners: frozenset[int] | None = None, crontab: bool = True, mode: int | None = None) -> Crontab | None:
     if not os.path.lexists(root / rel) and missing_ok:
         return None
     try:
-        return Crontab(_shown(root, rel), rel, _read(root, rel), user)
+        return Crontab(_shown(root, rel), rel, _read(root, rel, owners, crontab, mode), user)
     except _Refused as exc:
         out.unread.append(Unread(_shown(root, rel), str(exc)))
         return None
@@ -305,12 +335,13 @@ def read_host(root: Path) -> HostCron:
     out.zone = host_zone(root)
     out.anacron = _executable(root, ANACRON)
     out.flavour = flavour = FLAVOURS[image_flavour(root)]
-    out.crontab = _file(root, ETC_CRONTAB, out)
+    system = _system_owners(root)
+    out.crontab = _file(root, ETC_CRONTAB, out, owners=system)
     for name in _listing(root, CRON_D, out) or ():
         rel = f"{CRON_D}/{name}"
         if not flavour.cron_d.fullmatch(name):
             out.skipped.append(Unread(_shown(root, rel), flavour.cron_d_reason))
-        elif (crontab := _file(root, rel, out)) is not None:
+        elif (crontab := _file(root, rel, out, owners=system)) is not None:
             out.cron_d.append(crontab)
     for period in RUN_PARTS:
         rel = f"etc/cron.{period}"
@@ -326,7 +357,7 @@ def read_host(root: Path) -> HostCron:
             else:
                 out.skipped.append(Unread(_shown(root, f"{rel}/{name}"), "run-parts skips it: not an executable regular file"))
         out.folders.append(Folder(_shown(root, rel), rel, period, tuple(scripts)))
-    out.anacrontab = _file(root, ANACRONTAB, out)
+    out.anacrontab = _file(root, ANACRONTAB, out, crontab=False)  # anacron's own rules, not cron's
     for name in _listing(root, flavour.spool, out) or ():
         rel = f"{flavour.spool}/{name}"
         if not flavour.spool_name.fullmatch(name):
@@ -335,7 +366,7 @@ def read_host(root: Path) -> HostCron:
         if (why := _spool_problem(root, rel, name, passwd)) is not None:
             out.unread.append(Unread(_shown(root, rel), why))
             continue
-        if (crontab := _file(root, rel, out, user=name)) is not None:
+        if (crontab := _file(root, rel, out, user=name, mode=flavour.spool_mode)) is not None:
             out.spool.append(crontab)
     return out
 

@@ -43,10 +43,39 @@ def any_manifest(dirs: tuple[str, ...]) -> bool:
 
 def _masked(path: str) -> bool:
     # systemd's convention for masking a vendor file: an empty file or a link to /dev/null.
+    # A FIFO or a device also has size 0, but masks nothing: untrusted() names it.
     try:
-        return os.path.realpath(path) == os.devnull or os.stat(path).st_size == 0
+        if os.path.realpath(path) == os.devnull:
+            return True
+        st = os.stat(path)
+        return st.st_size == 0 and (st.st_mode & 0o170000) == 0o100000  # S_ISREG, without importing stat
     except OSError:
         return False
+
+
+def untrusted(path: str) -> str | None:
+    """Why the generator must not turn this manifest into units, or None. Its units run as
+    root at boot (a job without `user:` is root's), so the file, a link's target, must be a
+    regular file that only root or this user owns and nobody else can write: cron's rule for
+    /etc/cron.d, sshd's StrictModes. O_NONBLOCK: a FIFO named *.yaml must not stall the boot."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    try:
+        st = os.fstat(fd)
+    except OSError as exc:
+        return f"cannot be read: {exc.strerror or exc}"
+    finally:
+        os.close(fd)
+    if (st.st_mode & 0o170000) != 0o100000:
+        return "not a regular file"
+    if st.st_uid not in (0, os.geteuid()):
+        return f"it belongs to uid {st.st_uid}, not to root: its jobs would run as whoever it names, root included"
+    if st.st_mode & 0o022:
+        return (f"others can write it (mode {st.st_mode & 0o7777:04o}): anyone could make its jobs run as root; "
+                "make it writable by its owner alone (chmod go-w)")
+    return None
 
 
 def discover(dirs: tuple[str, ...]) -> list[str]:

@@ -54,7 +54,6 @@ PROBES = tuple(
 DEFAULT_SHELL = "/bin/sh"
 
 # Characters that make a command need a shell (anything a POSIX shell treats specially).
-_ENV_LINE = re.compile(r"\s*([A-Za-z_][A-Za-z0-9_]*)\s*=\s*(.*?)\s*$")
 _NAME_PART = re.compile(r"[^a-z0-9]+")
 _BLANKS = " \t"
 _BLANK_RUN = re.compile(r"[ \t]+")
@@ -148,9 +147,15 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
             continue
         # cron's load_env(): a line that is not a job (jobs start with a digit, '*' or '@')
         # and reads NAME=VALUE sets the environment of the jobs after it.
-        m = None if line[0] in "@*0123456789" else _ENV_LINE.fullmatch(raw)
-        if m is not None:
-            name, value = m.group(1), _unquote(m.group(2))
+        setting = None if line[0] in "@*0123456789" else load_env(line)
+        if setting is None and line[0] not in "@*0123456789" and _ASSIGNMENT.match(line):
+            # cron reads no variable from it and no job either: nothing it sets may be guessed.
+            out.problems.append(Problem(number, f"cron does not read '{line}' as a variable (a quoted value must be "
+                                        "closed, and only blanks may follow its closing quote) nor as a job: "
+                                        "it sets nothing in cron; rewrite it"))
+            continue
+        if setting is not None:
+            name, value = setting
             if name == "MAILTO" and value:
                 mail = None if notify.address_problem(value) else value
                 out.notes.append(Problem(number, f"MAILTO={value}: {_MAILTO_NOTE}" if mail else
@@ -243,10 +248,65 @@ _MAILTO_NOTE = ("the jobs after it get mail_on_failure: cron mails any output a 
                 "fails (its status and last journal lines, through the host's sendmail); output goes to the journal")
 
 
-def _unquote(value: str) -> str:
-    if len(value) >= 2 and value[0] == value[-1] and value[0] in "'\"":
-        return value[1:-1]
-    return value
+# C's isspace() in the C locale: what cron's env.c skips around a name and a value.
+_C_SPACE = " \t\n\v\f\r"
+# The start of what can only be meant as a variable setting: a name, maybe quoted, then '='.
+_ASSIGNMENT = re.compile(r"""["']?[A-Za-z_][A-Za-z0-9_]*["']?[ \t]*=""")
+
+
+def load_env(line: str) -> tuple[str, str] | None:
+    """(NAME, VALUE) when cron reads the line as a variable setting, else None: a port of
+    load_env() (env.c, the same state machine in Vixie cron, Debian's cron and cronie). A name
+    or value may be quoted with ' or "; the quotes are dropped and nothing may follow the
+    closing one but blanks (`A="x"y` and `A='it's'` set nothing); an unclosed quote sets
+    nothing; an unquoted value runs to the end of the line, inner quotes and all, trailing
+    blanks trimmed; `A=` sets A to nothing (cronie)."""
+    namei, name_, eq1, eq2, valuei, value_, fini, error = range(8)
+    state, quote, i = namei, "", 0
+    name: list[str] = []
+    value: list[str] = []
+    buf = name
+    while state != error and i < len(line):
+        c = line[i]
+        if state in (namei, valuei):
+            if c in "'\"":
+                quote, i = c, i + 1
+            state += 1
+            if i == len(line):
+                break  # a lone opening quote: unclosed
+            c = line[i]
+        if state in (name_, value_):
+            if quote:
+                if c == quote:
+                    state, i = state + 1, i + 1
+                    continue
+                if state == name_ and c == "=":
+                    state = error
+                    continue
+            elif state == name_:
+                if c in _C_SPACE:
+                    state, i = state + 1, i + 1
+                    continue
+                if c == "=":
+                    state += 1
+                    continue
+            buf.append(c)
+            i += 1
+        elif state == eq1:
+            if c == "=":
+                state, buf, quote = state + 1, value, ""
+            elif c not in _C_SPACE:
+                state = error
+            i += 1
+        else:  # eq2, fini: blanks are skipped, anything else moves on (from fini: an error)
+            if c in _C_SPACE:
+                i += 1
+            else:
+                state += 1
+    if state not in (fini, eq2) and not (state == value_ and not quote):
+        return None
+    text = "".join(value)
+    return "".join(name), text.rstrip(_C_SPACE) if state == value_ else text
 
 
 def _unique(name: str, taken: set[str]) -> str:
@@ -300,7 +360,7 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
     if owner is not None and not USER_NAME.fullmatch(owner):
         out.problems.append(Problem(number, f"'{owner}' is not a user name"))
         return None
-    command = _command(number, command_text, shell, out)
+    command = _command(number, command_text, shell, out, env)
     schedule = _schedule(number, when, zone, out)
     if command is None or schedule is None:
         return None
@@ -321,31 +381,72 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
     )
 
 
-def _command(number: int, text: str, shell: str, out: Imported) -> tuple[str, ...] | None:
+def _command(number: int, text: str, shell: str, out: Imported, env: dict[str, str] | None = None) -> tuple[str, ...] | None:
     """cron's command field -> argv: crontab(5) '%' rules, then shell or plain words."""
     if control := _CONTROL.search(text):
         out.problems.append(Problem(number, f"the command contains U+{ord(control[0]):04X} (a control character or "
                                     "line break), which a unit file cannot carry"))
         return None
-    if re.search(r"(?<!\\)%", text):
+    text, stdin = percent(text)
+    if stdin is not None:
         out.problems.append(Problem(number, "an unescaped '%' ends the command in cron and sends the rest of the "
                                     "line to its standard input; rewrite it (e.g. with a here-document in a script) "
                                     "or escape it as '\\%' if it is meant literally"))
         return None
-    text = text.replace("\\%", "%")
     # One rule with a string `command:` (compiler/shellwords.py): words the shell would
     # split the same way, with no shell syntax left, need no shell.
     try:
         reading = shellwords.read(text)
     except ValueError:  # an unclosed quote: the shell's problem, as it was cron's
         reading = None
-    if reading is not None and not reading.syntax and reading.words and reading.words[0].startswith("/"):
+    if (reading is not None and not reading.syntax and reading.words and reading.words[0].startswith("/")
+            and _runs_words_as_they_are(shell, env or {})):
         return reading.words
     # cron runs the command as `$SHELL -c command`: that is exactly what the job runs.
     return (shell, "-c", text)
 
 
+# Shells whose `-c` runs a line of plain words as exactly that argv and reads nothing first.
+# Any other SHELL= (fish, csh, a script) has its own quoting; bash reads $BASH_ENV before a
+# `-c` line (bash(1), INVOCATION), which the argv would skip.
+_PLAIN_SHELLS = frozenset({"/bin/sh", "/usr/bin/sh", "/bin/dash", "/usr/bin/dash", "/bin/bash", "/usr/bin/bash"})
+
+
+def _runs_words_as_they_are(shell: str, env: dict[str, str]) -> bool:
+    return shell in _PLAIN_SHELLS and not (shell.endswith("/bash") and env.get("BASH_ENV"))
+
+
+def percent(text: str) -> tuple[str, str | None]:
+    """(command, standard input or None): cron's reading of '%' in the command field
+    (do_command.c, Vixie cron and cronie alike). A backslash escapes the one character after
+    it and only `\\%` loses its backslash; so `\\\\%` is an escaped backslash and then a '%'
+    that ends the command, not a literal '%'."""
+    out: list[str] = []
+    escaped = False
+    for i, c in enumerate(text):
+        if escaped:
+            if c == "%":
+                out[-1] = c  # the backslash gives way to the '%'
+            else:
+                out.append(c)
+            escaped = False
+        elif c == "\\":
+            out.append(c)
+            escaped = True
+        elif c == "%":
+            return "".join(out), text[i + 1:]
+        else:
+            out.append(c)
+    return "".join(out), None
+
+
 def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | tuple[str, ...] | dict | None:
+    if when.startswith("@") and when != when.lower() and when.lower() in (*cron.NICKNAMES, cron.REBOOT):
+        # cron compares a nickname with strcmp() (entry.c): '@Daily' is a syntax error there,
+        # a line that never runs, not a daily job.
+        out.problems.append(Problem(number, f"'{when}': cron's nicknames are lower case; cron refuses '{when}' and "
+                                    f"never runs the line (write '{when.lower()}' to run it)"))
+        return None
     if when.lower() == cron.REBOOT:
         return {"after_boot": cron.REBOOT_AFTER_BOOT}
     if when.lower() in cron.FOREIGN_NICKNAMES:
