@@ -680,7 +680,7 @@ def test_a_credential_larger_than_systemds_limit_is_243_and_not_read_to_its_end(
         source = str(workdir / "big")
         with open(source, "wb") as f:
             f.truncate(runtime.CREDENTIAL_SIZE_MAX + 1)
-    spec = dataclasses.replace(RunSpec(("/bin/true",)), credentials=(("lockpw", source),))
+    spec = RunSpec(("/bin/true",), credentials=(("lockpw", source),))
     with pytest.raises(runtime.RunError) as raised:
         runtime.execute(runtime.build(spec, defaults=runtime.ManagerDefaults(1_000_000, {})), None, None)
     assert raised.value.code == 243
