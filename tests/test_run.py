@@ -735,3 +735,40 @@ def test_a_systemd_tmpfiles_that_cannot_be_started_is_one_line_and_66(workdir):
     assert (r.returncode, r.stdout) == (66, "")
     assert r.stderr == f"jobgen: error: job 'show': cannot make lock file {lock}: cannot run {tool}: No such file or directory\n"
     assert not lock.parent.exists()
+
+
+_STOPPED_BY_SIGNAL = """
+import sys
+from jobgen.compiler.context import RunSpec
+from jobgen.runtime import run as runtime
+spec = RunSpec(("/bin/sh", "-c", sys.argv[1]))
+ended = runtime.execute(runtime.build(spec, defaults=runtime.ManagerDefaults(1_000_000, {})), sys.stdout.buffer, sys.stderr.buffer)
+print(ended.status, ended.result, ended.exit_code, ended.exit_status, ended.outcome, ended.why, sep="|", file=sys.stderr)
+"""
+
+
+@pytest.mark.parametrize("signum", [signal.SIGTERM, signal.SIGINT])
+def test_a_job_that_ignores_a_stop_signal_to_jobgen_run_is_killed_after_the_stop_timeout(signum):
+    """systemctl stop sends the unit's KillSignal= and, once TimeoutStopSec= has passed,
+    SIGKILL, with the result 'timeout'. A stop signal to jobgen run is that stop: a job that
+    ignores it no longer runs on for ever (TimeoutStopSec= 1 s here, as the manager's)."""
+    script = 'trap "echo got-it" TERM INT; echo ready; while :; do sleep 0.1; done'
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPED_BY_SIGNAL, script],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"  # the job runs: an observable fact
+    proc.send_signal(signum)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out) == (0, "got-it\n")
+    # (sh may first say its sleep was "Terminated")
+    assert err.splitlines()[-1] == "137|timeout|killed|KILL|timeout|did not stop within 1s of the stop signal (TimeoutStopSec=): SIGKILL; exit 137"
+
+
+def test_a_job_that_stops_on_the_signal_keeps_its_own_result():
+    """The SIGKILL deadline only matters to a job still running when it comes."""
+    script = 'trap "echo got-it; exit 3" TERM; echo ready; while :; do sleep 0.1; done'
+    proc = subprocess.Popen([sys.executable, "-c", _STOPPED_BY_SIGNAL, script],
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    assert proc.stdout.readline() == "ready\n"
+    proc.send_signal(signal.SIGTERM)
+    out, err = proc.communicate(timeout=120)
+    assert (proc.returncode, out, err.splitlines()[-1]) == (0, "got-it\n", "3|exit-code|exited|3|failed|")

@@ -530,12 +530,17 @@ def execute(proc: Process, stdout, stderr) -> Ended:
     # Ctrl-C in the caller's terminal, or a SIGTERM/SIGHUP to jobgen run, reaches only
     # jobgen (the job has its own session): pass it on to the job's session, as systemd's
     # stop signals the unit. One that arrives before the job exists is passed on then.
+    # The signal starts the unit's stop as well: what is left of the job once
+    # TimeoutStopSec= has passed gets SIGKILL, as systemctl stop does (systemd.kill(5)).
     pending: list[int] = []
     job: list[int] = []
+    stops: list[_Stop] = []
 
     def forward(signum: int, _frame) -> None:
         if job:
             _signal_group(job[0], signum)
+            if stops:
+                stops[0].signalled()
         else:
             pending.append(signum)
 
@@ -545,7 +550,7 @@ def execute(proc: Process, stdout, stderr) -> Ended:
         creds = _credentials(proc) if proc.credentials else None
         if creds:
             proc = Process(**{**proc.__dict__, "env": {**proc.env, "CREDENTIALS_DIRECTORY": creds}})
-        return _start(proc, stdout, stderr, out_r, out_w, err_r, err_w, job, pending)
+        return _start(proc, stdout, stderr, out_r, out_w, err_r, err_w, job, pending, stops)
     finally:
         for sig, handler in saved.items():
             signal.signal(sig, handler)
@@ -632,7 +637,7 @@ def _credentials(proc: Process) -> str:
     return folder
 
 
-def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pending) -> Ended:
+def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pending, stops) -> Ended:
     failed_r, failed_w = os.pipe()
     try:
         child = subprocess.Popen(
@@ -653,14 +658,16 @@ def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pendi
         if failed_w >= 0:
             os.close(failed_w)
         os.close(failed_r)
+    stop = _Stop(proc, child.pid)
+    stops.append(stop)
     job.append(child.pid)  # the job's session and process group id
     for signum in pending:
         _signal_group(child.pid, signum)
+        stop.signalled()
     relays = [threading.Thread(target=_relay, args=(fd, dst), daemon=True)
               for fd, dst in ((out_r, stdout), (err_r, stderr))]
     for t in relays:
         t.start()
-    stop = _Stop(proc, child.pid)
     timer = None
     if proc.timeout is not None:
         timer = threading.Timer(proc.timeout, stop.timed_out)
@@ -677,7 +684,7 @@ def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pendi
     stop.done.set()
     for t in relays:
         t.join()
-    return _ended(raw, stop.timed, proc)
+    return _ended(raw, stop.timed, proc, stop.killed and stop.by_signal)
 
 
 def _setup_failed(proc: Process, step: str) -> RunError:
@@ -696,16 +703,32 @@ class _Stop:
     """systemd's stop of a unit's processes (systemd.kill(5)): KillSignal= to the main
     process (KillMode=mixed) or to every process (control-group), then SIGKILL to every
     process left once TimeoutStopSec= has passed. Begun by TimeoutStartSec= running out,
-    or by the main process ending with others left behind."""
+    by the main process ending with others left behind, or by a stop signal to jobgen run
+    (forwarded to the job as it came: ``signalled``)."""
 
     def __init__(self, proc: Process, main: int):
         self.proc, self.main = proc, main
         self.done = threading.Event()  # every process of the job is gone
         self.timed = False
+        self.killed = False  # SIGKILL sent because TimeoutStopSec= ran out
+        self.by_signal = False  # the stop began with a signal to jobgen run
         self._main_alive = True
         self._deadline: float | None = None
-        self._lock = threading.Lock()
+        # Reentrant: signalled() runs in a signal handler, in the thread that may be
+        # inside begin() or main_gone() at that moment.
+        self._lock = threading.RLock()
         self._killer: threading.Thread | None = None
+
+    def signalled(self) -> None:
+        """The stop signal already went to the job's process group: only the SIGKILL
+        deadline is left to arm."""
+        with self._lock:
+            if self._deadline is not None:
+                return
+            self.by_signal = True
+            self._deadline = time.monotonic() + self.proc.stop_timeout
+            self._killer = threading.Thread(target=self._kill_at_deadline, daemon=True)
+            self._killer.start()
 
     def timed_out(self) -> None:
         self.timed = True
@@ -743,6 +766,7 @@ class _Stop:
                 break
             self.done.wait(min(left, 0.1))
         while not self.done.is_set():
+            self.killed = True
             tree.signal_tree(None, signal.SIGKILL)
             self.done.wait(0.05)
 
@@ -754,7 +778,7 @@ def _signal_pid(pid: int, signum: int) -> None:
         pass
 
 
-def _ended(raw: int, timed_out: bool, proc: Process) -> Ended:
+def _ended(raw: int, timed_out: bool, proc: Process, stop_timed_out: bool = False) -> Ended:
     """The wait status as systemd names it for the unit's reporter (service.c,
     service_sigchld_event: a oneshot's only clean exits are 0 and SuccessExitStatus=)."""
     if os.WIFEXITED(raw):
@@ -771,6 +795,11 @@ def _ended(raw: int, timed_out: bool, proc: Process) -> Ended:
         result, status = "timeout", TIMEOUT_EXIT
         why = (f"ran past its timeout of {proc.timeout:g}s: stopped with {_signal_name(proc.kill_signal)} "
                f"(KillMode={proc.kill_mode}), SIGKILL after {proc.stop_timeout:g}s; exit {status}")
+    elif stop_timed_out:
+        # systemctl stop whose TimeoutStopSec= ran out: SIGKILL, and the unit's result is
+        # 'timeout' (service.c: service_enter_signal(..., SERVICE_FAILURE_TIMEOUT)).
+        result = "timeout"
+        why = f"did not stop within {proc.stop_timeout:g}s of the stop signal (TimeoutStopSec=): SIGKILL; exit {status}"
     word = outcome(result, exit_code, exit_status, proc.conflict_outcome)
     if result == "success" and exit_status == str(CONFLICT_EXIT):
         why = "another run held the lock; the command did not run"
