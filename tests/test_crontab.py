@@ -219,7 +219,7 @@ def test_a_user_crontab():
     assert jobs[7].timezone is None  # CRON_TZ applies to the lines after it
     # cron's OR rule: the 1st and the 15th, or any Friday, is two OnCalendar= lines.
     assert jobs[9].schedule == ("*-*-01,15 04:30:00", "Fri *-*-* 04:30:00")
-    assert dict(jobs[5].environment) == {"APP_ENV": "production"}
+    assert dict(jobs[5].environment) == {"APP_ENV": "production", "PATH": "/usr/bin:/bin"}  # cron's PATH, unless set
 
 
 def test_untranslatable_lines_are_reported_with_their_number():
@@ -393,7 +393,7 @@ def test_steps_that_do_not_divide_their_field_become_lists():
 def test_control_variables_become_timer_keys_or_notes_never_environment():
     imported = _import("tricky", user="shop")
     for job in imported.jobs:
-        assert job.environment == ()
+        assert job.environment == (("PATH", "/usr/bin:/bin"),)  # cron's own: the control variables are not there
         assert dict(job.timer) == {"randomized_delay": "3min", "persistent": "true"}
     assert [str(n) for n in imported.notes] == [
         "line 5: BATCH=1 is systemd-cron's run-when-idle; jobgen has no equivalent (set nice/CPU weight in the job); not passed to the jobs"]
@@ -469,6 +469,17 @@ def test_percent_is_read_as_cron_reads_it(tmp_path, command, argv):
         assert [tuple(job["command"]) for job in jobs.values()] == [argv]
 
 
+# A crontab that sets no PATH: its jobs run with cron's, not systemd's (which puts
+# /usr/local/bin and the sbin folders first): a bare command name finds what cron found.
+@pytest.mark.parametrize(("crontab", "path"), [
+    ("0 0 * * * mytool --now\n", "/usr/bin:/bin"),
+    ("PATH=/opt/app/bin:/usr/bin\n0 0 * * * mytool --now\n", "/opt/app/bin:/usr/bin"),
+])  # fmt: skip
+def test_the_jobs_get_crons_path_unless_the_crontab_sets_one(crontab, path):
+    imported = tool.read(crontab, "t", system=False)
+    assert [(job.command, dict(job.environment)) for job in imported.jobs] == [(("/bin/sh", "-c", "mytool --now"), {"PATH": path})]
+
+
 # cron's env.c load_env(): what a NAME=VALUE line sets, quotes and all.
 @pytest.mark.parametrize(("line", "environment"), [
     ('A = "a b"  ', {"A": "a b"}),
@@ -480,7 +491,7 @@ def test_percent_is_read_as_cron_reads_it(tmp_path, command, argv):
 def test_a_variable_is_read_as_cron_reads_it(line, environment):
     imported = tool.read(f"{line}\n0 0 * * * /bin/true\n", "t", system=False)
     assert imported.problems == []
-    assert [dict(job.environment) for job in imported.jobs] == [environment]
+    assert [dict(job.environment) for job in imported.jobs] == [{**environment, "PATH": "/usr/bin:/bin"}]
 
 
 @pytest.mark.parametrize("line", ["A='it's'", 'A="a"b', 'A="unclosed', "A='"])
@@ -491,7 +502,7 @@ def test_a_variable_line_cron_does_not_read_sets_nothing(tmp_path, line):
     assert r.returncode == 1
     assert (f"{src}:1: error: cron does not read '{line}' as a variable (a quoted value must be closed, and only "
             "blanks may follow its closing quote) nor as a job: it sets nothing in cron; rewrite it") in r.stderr.splitlines()
-    assert [job.get("environment") for job in yaml.safe_load(out.read_text())["jobs"].values()] == [None]
+    assert [job.get("environment") for job in yaml.safe_load(out.read_text())["jobs"].values()] == [{"PATH": "/usr/bin:/bin"}]
 
 
 @pytest.mark.parametrize("nickname", ["@Daily", "@HOURLY", "@Reboot"])

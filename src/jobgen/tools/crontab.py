@@ -104,6 +104,11 @@ CONTROL: dict[str, tuple[str, object, str]] = {
     # systemd-cron's crontab(5): catch up on a run missed while the host was off
     "PERSISTENT": ("persistent", lambda v: _YES.get(v.lower()), "yes or no"),
 }
+# What cron puts in every job's environment unless the crontab sets it (Debian's cron and
+# cronie alike: pathnames.h _PATH_DEFPATH). A service gets systemd's own PATH instead
+# (/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin), where a bare command name can find
+# a program cron never ran, or one cron could not find: so it is written into the job.
+CRON_DEFAULT_ENV: dict[str, str] = {"PATH": "/usr/bin:/bin"}
 # Control variables with no timer meaning: said in a note, not passed on.
 CONTROL_NOTED: dict[str, str] = {
     "START_HOURS_RANGE": "anacron's window of hours to start jobs in; a timer has none (use the schedule's hours)",
@@ -377,7 +382,7 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
         timezone=None if isinstance(schedule, dict) else zone,
         command=command,
         user=None if owner == "root" else owner,
-        environment=tuple(sorted(env.items())),
+        environment=tuple(sorted({**CRON_DEFAULT_ENV, **env}.items())),
     )
 
 
