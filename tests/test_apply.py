@@ -737,3 +737,15 @@ def test_an_apply_killed_after_its_commit_point_is_completed_by_the_next(shop, t
     assert (etc / "systemd/system/tick.timer").read_bytes() == new_timer
     assert _litter(root) == []
 
+
+def test_a_lock_file_that_is_a_symbolic_link_is_never_followed(shop, tmp_path):
+    root, victim = tmp_path / "root", tmp_path / "victim"
+    victim.write_text("theirs\n")
+    (root / "etc").mkdir()
+    (root / "etc/.jobgen.lock").symlink_to(victim)
+    before = snapshot(root)
+    r = jobgen("apply", str(shop), "--root", str(root))
+    assert (r.returncode, r.stdout) == (73, "")
+    assert unnoted(r.stderr) == [f"jobgen: error: cannot write {root}/etc/.jobgen.lock: it is a symbolic link (to {victim}); "
+                                 "jobgen writes only regular files and never through a link; the installed files are left as they were"]
+    assert victim.read_text() == "theirs\n" and snapshot(root) == before
