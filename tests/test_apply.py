@@ -634,3 +634,118 @@ def test_a_stop_timeout_that_is_not_0_or_more_seconds_is_usage_and_nothing_writt
     r = jobgen("apply", str(shop), "--root", str(root), "--stop-timeout", value)
     assert (r.returncode, r.stdout, r.stderr) == (2, "", "jobgen: error: --stop-timeout must be 0 or more seconds\n")
     assert list(root.iterdir()) == []
+
+
+# --------------------------------------------------------------------------- one apply at a time
+
+GATE_SYSTEMCTL = """\
+#!/bin/sh
+# The first `enable` of all holds its apply here, after its files are written, until the
+# test lets it go; every other call is the real systemctl's at once.
+case " $* " in
+  *" enable "*) if mkdir "$GATE/taken" 2>/dev/null; then echo in > "$GATE/entered"; read go < "$GATE/release"; fi ;;
+esac
+exec /usr/bin/systemctl "$@"
+"""
+
+
+def _started(*args: str, env: dict) -> subprocess.Popen:
+    from support.cli import JOBGEN, PLAIN
+
+    return subprocess.Popen([*JOBGEN, *args], env={**env, **PLAIN}, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def unnoted(stderr: str) -> list[str]:
+    """stderr without the manifest's notes (DeferReactivation= emulated on 252)."""
+    return [line for line in stderr.splitlines() if ": note: " not in line]
+
+
+def _litter(root: Path) -> list[str]:
+    return sorted(str(p.relative_to(root)) for p in root.rglob(".jobgen*"))
+
+
+@needs_systemctl
+def test_two_applies_at_once_run_one_after_the_other_and_the_second_finds_nothing_to_do(shop, tmp_path):
+    root, gate, bin_dir = tmp_path / "root", tmp_path / "gate", tmp_path / "bin"
+    gate.mkdir(), bin_dir.mkdir()
+    os.mkfifo(gate / "entered"), os.mkfifo(gate / "release")
+    (bin_dir / "systemctl").write_text(GATE_SYSTEMCTL)
+    (bin_dir / "systemctl").chmod(0o755)
+    env = {**os.environ, "GATE": str(gate), "PATH": f"{bin_dir}:{os.environ['PATH']}"}
+    first = _started("apply", str(shop), "--root", str(root), env=env)
+    second = None
+    try:
+        with open(gate / "entered") as entered:  # the first apply is inside its first `systemctl enable`
+            assert entered.read() == "in\n"
+        second = _started("apply", str(shop), "--root", str(root), env=env)
+        # It says once that it waits, and has changed nothing yet.
+        assert second.stderr.readline() == f"jobgen: waiting for another apply to {root}\n"
+        with open(gate / "release", "w") as release:
+            release.write("go\n")
+        out1, err1 = first.communicate(timeout=120)
+        out2, err2 = second.communicate(timeout=120)
+    finally:
+        # Whatever failed, the stand-in is not left blocked (ENXIO: it is not waiting).
+        try:
+            fd = os.open(gate / "release", os.O_WRONLY | os.O_NONBLOCK)
+        except OSError:
+            pass
+        else:
+            os.write(fd, b"go\n")
+            os.close(fd)
+        for proc in (first, second):
+            if proc is not None and proc.poll() is None:
+                proc.kill()
+                proc.wait()
+    assert (first.returncode, unnoted(err1)) == (0, [])
+    assert "create    " in out1 and f"ran       systemctl --root={root} enable tick.timer" in out1
+    # It planned from what the first one left: every file identical, every unit enabled.
+    assert (second.returncode, unnoted(err2)) == (0, [])  # the waiting line was the only one
+    assert out2.splitlines()[-1] == "nothing to do" and not any(line.startswith(("create", "update", "ran")) for line in out2.splitlines())
+    assert _litter(root) == []
+
+
+@needs_systemctl
+def test_an_apply_killed_after_its_commit_point_is_completed_by_the_next(shop, tmp_path):
+    """What an apply killed between its journal and its renames leaves: the journal, the
+    temporary file it names, and its lock file (the kill skipped the removal). --check
+    says so and touches nothing; the next apply completes it first, then finds the rest
+    identical."""
+    root, other = tmp_path / "root", tmp_path / "other"
+    assert jobgen("apply", str(shop), "--root", str(root)).returncode == 0
+    daily = V1.replace("schedule: hourly", "schedule: daily")
+    shop.write_text(daily)
+    other.mkdir()
+    assert jobgen("apply", str(shop), "--root", str(other)).returncode == 0
+    new_timer = (other / "etc/systemd/system/tick.timer").read_bytes()
+    etc, tmp = root / "etc", ".jobgen-tmp.0123abcd0"
+    (etc / "systemd/system" / tmp).write_bytes(new_timer)
+    (etc / ".jobgen-journal").write_text(json.dumps({"renames": [[f"systemd/system/{tmp}", "systemd/system/tick.timer"]], "removes": []}))
+    (etc / ".jobgen.lock").write_bytes(b"")
+    before = snapshot(root)
+
+    r = jobgen("apply", str(shop), "--root", str(root), "--check")
+    assert r.returncode == 1
+    assert [line for line in r.stderr.splitlines() if line.startswith("jobgen:")] == [
+        f"jobgen: note: {etc}: an apply was interrupted after its commit point; the next apply completes it"]
+    assert snapshot(root) == before
+
+    r = jobgen("apply", str(shop), "--root", str(root))
+    assert r.returncode == 0, r.stderr
+    assert [line for line in r.stderr.splitlines() if line.startswith("jobgen:")] == [f"jobgen: note: {etc}: completed an interrupted apply (1 files)"]
+    assert r.stdout.splitlines()[-1] == "nothing to do"
+    assert (etc / "systemd/system/tick.timer").read_bytes() == new_timer
+    assert _litter(root) == []
+
+
+def test_a_lock_file_that_is_a_symbolic_link_is_never_followed(shop, tmp_path):
+    root, victim = tmp_path / "root", tmp_path / "victim"
+    victim.write_text("theirs\n")
+    (root / "etc").mkdir()
+    (root / "etc/.jobgen.lock").symlink_to(victim)
+    before = snapshot(root)
+    r = jobgen("apply", str(shop), "--root", str(root))
+    assert (r.returncode, r.stdout) == (73, "")
+    assert unnoted(r.stderr) == [f"jobgen: error: cannot write {root}/etc/.jobgen.lock: it is a symbolic link (to {victim}); "
+                                 "jobgen writes only regular files and never through a link; the installed files are left as they were"]
+    assert victim.read_text() == "theirs\n" and snapshot(root) == before

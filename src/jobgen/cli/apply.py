@@ -101,16 +101,27 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
     made_by = {name: path.name for path, result in zip(manifests, results)
                for name in layout.arrange(where.layout, result.files)}
 
-    existing, refused = host.read_tree(where, desired, made_by)
-    if refused:
+    # Checked before the lock is taken in it: its file is never made through a link.
+    if refused := host.outside(where, desired):
         return fail(EXIT_REFUSED, [*refused, "nothing changed"])
-    state = host.query_state(where, host.units_to_ask(desired, existing), host.units_loaded_from(desired, existing))
-    the_plan = host.plan_apply(where, desired, existing, state, restart)
+    from jobgen.compiler import write
 
+    base = where.root / host.lock_folder(where)
+    on_wait = lambda: err(f"jobgen: waiting for another apply to {where.root}")  # noqa: E731
+    try:
+        with host.locked(where, dry=dry, on_wait=on_wait) as recovery:
+            result = _locked_apply(host, where, desired, made_by, restart, stop_timeout, dry)
+    except write.OutputError as exc:
+        return fail(EXIT_OUTPUT, [f"{exc}; the installed files are left as they were"])
+    if not json_out and not quiet:
+        for line in _recovery_notes(base, recovery, dry):
+            err(f"jobgen: note: {line}")
+    if isinstance(result, list):  # refusals
+        return fail(EXIT_REFUSED, [*result, "nothing changed"])
+    the_plan, outcome = result
     failed: list[str] = []
     steps = the_plan.steps
-    if not dry:
-        outcome = host.execute(where, the_plan, stop_timeout)
+    if outcome is not None:
         steps, failed = outcome.done, outcome.failed
         if outcome.unwritten:
             # No file was changed (one transaction); what ran before the files (a removed
@@ -121,13 +132,15 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
             shown_notes = notes if json_out or not quiet else [d for d in notes if d.severity != NOTE]
             return fail(EXIT_OUTPUT, [*failed, f"{outcome.unwritten}; the installed files are left as they were"], shown_notes)
     shown = lambda rel: str(where.root / rel)  # noqa: E731
-    code = EXIT_PARTIAL if failed else EXIT_DRIFT if check and the_plan.changed else EXIT_OK
+    # A dry run that saw an unfinished earlier apply: the files are not final yet.
+    changed = the_plan.changed or recovery.pending
+    code = EXIT_PARTIAL if failed else EXIT_DRIFT if check and changed else EXIT_OK
     if json_out:
         doc = _doc(
             code,
             ok=not failed,
             check=check,
-            changed=the_plan.changed,
+            changed=changed,
             files=[{"path": shown(f.path), "action": f.action} for f in the_plan.files],
             actions=[{"argv": list(s.argv), "why": s.why} for s in steps],
             diagnostics=[d.as_json() for d in notes],
@@ -150,9 +163,32 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
             typer.echo(f"{'would run' if dry else 'ran':9} {' '.join(s.argv)}  # {s.why}")
         for line in failed:
             err(f"jobgen: error: {line}")
-        if not the_plan.changed and not quiet:
+        if not changed and not quiet:
             typer.echo("nothing to do")
     return code
+
+
+def _locked_apply(host, where, desired: dict[str, bytes], made_by: dict[str, str], restart: str, stop_timeout: float, dry: bool):
+    """Read, plan and (unless ``dry``) carry out, under the root's lock: the refusals, or
+    (plan, outcome); outcome None when ``dry``."""
+    existing, refused = host.read_tree(where, desired, made_by)
+    if refused:
+        return refused
+    state = host.query_state(where, host.units_to_ask(desired, existing), host.units_loaded_from(desired, existing))
+    the_plan = host.plan_apply(where, desired, existing, state, restart)
+    return the_plan, None if dry else host.execute(where, the_plan, stop_timeout)
+
+
+def _recovery_notes(folder: Path, rec, dry: bool) -> list[str]:
+    """What was found left by an earlier apply of this folder."""
+    says = []
+    if rec.pending:
+        says.append(f"{folder}: an apply was interrupted after its commit point; the next apply completes it")
+    if rec.completed:
+        says.append(f"{folder}: completed an interrupted apply ({rec.completed} files)")
+    if rec.stale:
+        says.append(f"{folder}: {'found' if dry else 'removed'} {rec.stale} temporary files of an apply killed before its commit point")
+    return says
 
 
 def register(app: typer.Typer) -> None:

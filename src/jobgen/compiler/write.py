@@ -320,6 +320,8 @@ def locked(outdir: Path, folders: tuple[str, ...] = FLAT_FOLDERS, *, dry: bool, 
             fd = os.open(lock_path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         except OSError as exc:
             _discard([], made)
+            if exc.errno == errno.ELOOP and os.path.islink(lock_path):  # planted: name it, never follow it
+                raise OutputError(lock_path, f"it is a symbolic link (to {os.readlink(lock_path)}); jobgen writes only regular files and never through a link") from None
             if exc.errno not in (errno.EACCES, errno.EPERM, errno.EROFS):
                 raise OutputError(outdir, _reason(exc)) from None
             # A folder this user cannot write: nothing can change in it, so a render that

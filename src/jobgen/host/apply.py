@@ -30,10 +30,12 @@ Rules the plan keeps (README: Deploying):
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat
 import subprocess
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -476,11 +478,30 @@ def _do(step: Step, out: Outcome, stop_timeout: float) -> None:
 
 def _write(where: Where, files: list[FileChange]) -> None:
     """Every file change as one transaction (write.apply) in the folder the changed files
-    share (etc, usr/lib): units and their tmpfiles.d snippet are installed together or not
+    share (etc, usr/lib: ``lock_folder``): units and their tmpfiles.d snippet are installed together or not
     at all, never units whose lock files no snippet makes."""
     changed = [f for f in files if f.changes_anything]
     if not changed:
         return
-    base = os.path.commonpath([f.path.rpartition("/")[0] for f in changed])
+    # Always the folder ``locked`` holds: the journal is where the next apply looks for it.
+    base = lock_folder(where)
     cut = len(base) + 1 if base else 0
     write.apply(where.root / base, [write.Change(f.path[cut:], f.action, f.old, f.new) for f in changed])
+
+
+def lock_folder(where: Where) -> str:
+    """The folder, relative to the root, that every folder of the layout is in (etc,
+    usr/lib): it holds an apply's lock file and journal (compiler/write.py)."""
+    return os.path.commonpath(layouts.folders(where.layout))
+
+
+@contextlib.contextmanager
+def locked(where: Where, *, dry: bool, on_wait: Callable[[], None] = lambda: None) -> Iterator[write.Recovery]:
+    """Serialise applies to one root, as renders of one folder are (write.locked, the same
+    lock file): the whole read, plan, write and systemctl sequence runs under it, so a
+    second apply plans from what the first left. An apply that died after its commit point
+    is completed first; a dry run waits for a running apply but writes nothing."""
+    base = lock_folder(where)
+    subs = tuple(os.path.relpath(folder, base) for folder in layouts.folders(where.layout))
+    with write.locked(where.root / base, subs, dry=dry, on_wait=on_wait) as recovery:
+        yield recovery
