@@ -50,7 +50,7 @@ def main() -> None:
         _say(sys.stderr, result.err)
         sys.exit(result.code)
     try:
-        from jobgen.cli.app import run
+        from jobgen.cli.app import run_process
     except ModuleNotFoundError as exc:
         if exc.name != "typer":
             raise
@@ -61,7 +61,7 @@ def main() -> None:
         print(NO_TYPER, file=sys.stderr)
         sys.exit(EXIT_INVALID)
 
-    sys.exit(run(argv))
+    sys.exit(run_process(argv))
 
 
 def _say(stream, lines: list[str]) -> None:

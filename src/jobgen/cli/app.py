@@ -14,8 +14,11 @@ write; a human-readable line still goes to stderr.
 
 from __future__ import annotations
 
+import errno
 import gc
 import importlib
+import io
+import os
 import json
 import subprocess
 import sys
@@ -27,7 +30,7 @@ from typing import Optional
 import typer
 
 from jobgen import __version__
-from jobgen.cli.exits import EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK
+from jobgen.cli.exits import EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
 COMMANDS = ("render", "check", "run", "apply", "queue", "plan", "status", "import_crontab", "schema", "lock", "directives", "completion")
@@ -199,6 +202,100 @@ def _fewer_collections() -> None:
     collector stays on."""
     gc.freeze()
     gc.set_threshold(20_000, 20, 20)
+
+
+# Whether a command's product is what it prints, so that it cannot have succeeded when
+# standard output could not be written (a full disk, a closed descriptor): its module ->
+# (the answer without options, the options that turn it the other way). Such a command ends
+# EXIT_OUTPUT; any other (render -o, apply, run: the product is on disk or on the host)
+# keeps its own outcome code, and only the text is lost. `render --check` answers with its
+# code, `render --diff` on stdout. A module not listed never has stdout for its product.
+STDOUT_PRODUCT = {
+    "render": (False, ("--diff",)),
+    "status": (True, ("-o", "--output")),
+    "import_crontab": (True, ("-o", "--output")),
+    "plan": (True, ()),
+    "schema": (True, ()),
+    "directives": (True, ()),
+    "completion": (True, ()),
+}
+
+
+def _given(option: str, words: list[str]) -> bool:
+    short = len(option) == 2
+    return any(w == option or w.startswith(f"{option}=") or (short and w.startswith(option) and not w.startswith("--")) for w in words)
+
+
+def _product_is_stdout(argv: list[str]) -> bool:
+    default, flips = STDOUT_PRODUCT.get(command_module(argv), (False, ()))
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    return default != any(_given(o, words) for o in flips)
+
+
+class _Stdout(io.RawIOBase):
+    """File descriptor 1 under what a command prints: a write that fails (the reader left,
+    `| head -1`; a full disk; a closed descriptor) loses the text, never the outcome. The
+    first failure is kept for ``run`` to judge, and nothing is written after it."""
+
+    def __init__(self, fd: int | None):
+        self.fd, self.failure = fd, None
+
+    def writable(self) -> bool:
+        return True
+
+    def isatty(self) -> bool:
+        return self.fd is not None and os.isatty(self.fd)
+
+    def fileno(self) -> int:
+        if self.fd is None:
+            raise io.UnsupportedOperation("standard output is closed")
+        return self.fd
+
+    def write(self, data) -> int:
+        if self.failure is None:
+            try:
+                if self.fd is None:
+                    raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+                return os.write(self.fd, data)
+            except OSError as exc:
+                self.failure = exc
+        return len(data)
+
+
+def _guard_stdout() -> _Stdout:
+    old = sys.stdout
+    try:
+        fd = old.fileno() if old is not None else None
+    except (OSError, ValueError):
+        fd = None
+    raw = _Stdout(fd)
+    sys.stdout = io.TextIOWrapper(io.BufferedWriter(raw), encoding=getattr(old, "encoding", None) or "utf-8",
+                                  errors=getattr(old, "errors", None) or "strict", line_buffering=bool(getattr(old, "line_buffering", False)))
+    return raw
+
+
+def _lost_output(raw: _Stdout, argv: list[str], code: int) -> int:
+    """The exit code once what the command printed is flushed: its own, unless stdout was its
+    product and could not be written (EXIT_OUTPUT). A reader that left (EPIPE, `| head -1`)
+    had what it wanted: no message, the command's own code. Any other failure is one line
+    on stderr, if stderr can take it."""
+    sys.stdout.flush()  # cannot raise: _Stdout keeps the failure instead
+    if raw.failure is None:
+        return code
+    if raw.failure.errno == errno.EPIPE:
+        return code
+    try:
+        err(f"jobgen: error: cannot write the output: {raw.failure.strerror or raw.failure}")
+    except (OSError, ValueError):
+        pass
+    return EXIT_OUTPUT if code == EXIT_OK and _product_is_stdout(argv) else code
+
+
+def run_process(argv: list[str]) -> int:
+    """``run`` as the console script runs it, on the process's own standard output: what
+    could not be printed is judged (_lost_output) the same way for every command."""
+    raw = _guard_stdout()
+    return _lost_output(raw, argv, run(argv))
 
 
 def run(argv: list[str]) -> int:

@@ -12,7 +12,7 @@ EXIT_DRIFT = 1  # render --check: something would change
 EXIT_INVALID = 2  # invalid manifest, bad usage (status: a --since journalctl cannot read) or bad target; with --strict, a warning
 EXIT_PARTIAL = 3  # apply: applied, but a unit failed to start or stop (named)
 EXIT_REFUSED = 4  # apply: not root, no running systemd, or a file jobgen did not write; nothing changed. status: systemd or the journal cannot be reached
-EXIT_OUTPUT = 73  # the output folder (apply: the unit files; status: the -o file) cannot be written (sysexits.h EX_CANTCREAT); it is left as it was
+EXIT_OUTPUT = 73  # the output folder (apply: the unit files; status: the -o file; plan, schema...: standard output) cannot be written (sysexits.h EX_CANTCREAT); it is left as it was
 
 # A failure jobgen did not foresee (a bug): one line and the code `jobgen lock` gives its
 # own (sysexits.h EX_SOFTWARE).
@@ -37,7 +37,8 @@ EXIT_CODES = (
     (EXIT_PARTIAL, f"apply: {APPLY_OUTCOMES[EXIT_PARTIAL]}"),
     (EXIT_REFUSED, f"apply: {APPLY_OUTCOMES[EXIT_REFUSED]}; status: systemd or the journal cannot be reached"),
     (EXIT_OUTPUT, "render, import-crontab: the output folder cannot be written; it is left as it was; "
-                  f"apply: {APPLY_OUTCOMES[EXIT_OUTPUT]}; status: the -o file cannot be written"),
+                  f"apply: {APPLY_OUTCOMES[EXIT_OUTPUT]}; status: the -o file cannot be written; "
+                  "plan, status, schema, directives, render --diff: standard output cannot be written"),
     (EXIT_INTERNAL, "internal error in jobgen (a bug: the line says what failed; JOBGEN_DEBUG=1 shows where)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
     (EXIT_FULL, "enqueue: the queue is full; the request was not recorded"),
