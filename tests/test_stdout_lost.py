@@ -87,3 +87,9 @@ def test_a_reader_that_leaves_after_the_first_line_is_no_error():
     err = p.stderr.read()
     assert (p.wait(timeout=120), err) == (EXIT_OK, b"")
     assert first.startswith(f"{SHOP}: ".encode())
+
+
+def test_version_to_a_full_disk_is_no_traceback():
+    """`jobgen --version` is answered before the typer app (and its guard) is imported."""
+    r = sh("--version", redirect=">/dev/full")
+    assert (r.returncode, r.stdout, r.stderr) == (EXIT_OK, "", "")

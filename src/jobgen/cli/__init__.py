@@ -26,7 +26,9 @@ def main() -> None:
         # the typer app's --version.
         from jobgen import __version__
 
-        print(f"jobgen {__version__}")
+        # A stdout that cannot take it loses the line, not the run (no traceback), as the
+        # runtime verbs' lines below.
+        _say(sys.stdout, [f"jobgen {__version__}"])
         sys.exit(0)
     if argv[:1] == ["lock"]:
         from jobgen.runtime import lock
