@@ -20,14 +20,17 @@ pytestmark = pytest.mark.e2e
 
 REPO = Path(__file__).resolve().parents[2]
 
-# beat runs every 3 s as svc through its host lock; slow is started by hand to be "running"
-# when it is removed; queue is a worker that says how it was stopped.
+# beat runs every 3 s as svc through its host lock (accuracy 1ms: with systemd's default
+# AccuracySec=1min its first run may come a minute late, past the tests' waits); slow is
+# started by hand to be "running" when it is removed; queue is a worker that says how it
+# was stopped.
 V1 = f"""\
 jobgen: 1
 jobs:
   beat:
     command: [/bin/sh, -c, "echo beat-ran"]
     schedule: "*:*:0/3"
+    accuracy: 1ms
     user: {JOB_USER}
   slow:
     command: [/bin/sh, -c, "echo slow-start; sleep 15; echo slow-done"]
