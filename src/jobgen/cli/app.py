@@ -77,6 +77,23 @@ StrictOpt = typer.Option(False, "--strict", help="Warnings fail: exit 2, nothing
 ManifestsArg = typer.Argument(..., metavar="MANIFEST", hidden=True, show_default=False)
 
 
+def recovery_notes(folder: Path, rec, dry: bool, what: str) -> list[str]:
+    """What write.locked found left in ``folder`` by an earlier ``what`` (render, apply)
+    that did not finish: one line each, for `jobgen: note:`."""
+    says = []
+    if rec.pending:
+        says.append(f"{folder}: {_a(what)} was interrupted after its commit point; the next {what} completes it")
+    if rec.completed:
+        says.append(f"{folder}: completed an interrupted {what} ({rec.completed} files)")
+    if rec.stale:
+        says.append(f"{folder}: {'found' if dry else 'removed'} {rec.stale} temporary files of {_a(what)} killed before its commit point")
+    return says
+
+
+def _a(word: str) -> str:
+    return f"an {word}" if word[0] in "aeiou" else f"a {word}"
+
+
 def holder_option(default_help: str | None = None):
     """--holder; ``default_help``: the option has no fixed default (None) and says why."""
     from jobgen.contract.locks import DEFAULT_HOLDER

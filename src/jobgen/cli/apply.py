@@ -15,7 +15,7 @@ from typing import Optional
 import typer
 
 from jobgen.cli import completion
-from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, resolve_target
+from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, recovery_notes, resolve_target
 from jobgen.cli.exits import APPLY_OUTCOMES, EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, EXIT_PARTIAL, EXIT_REFUSED
 from jobgen.contract.locks import DEFAULT_HOLDER
 
@@ -114,7 +114,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
     except write.OutputError as exc:
         return fail(EXIT_OUTPUT, [f"{exc}; the installed files are left as they were"])
     if not json_out and not quiet:
-        for line in _recovery_notes(base, recovery, dry):
+        for line in recovery_notes(base, recovery, dry, "apply"):
             err(f"jobgen: note: {line}")
     if isinstance(result, list):  # refusals
         return fail(EXIT_REFUSED, [*result, "nothing changed"])
@@ -177,18 +177,6 @@ def _locked_apply(host, where, desired: dict[str, bytes], made_by: dict[str, str
     state = host.query_state(where, host.units_to_ask(desired, existing), host.units_loaded_from(desired, existing))
     the_plan = host.plan_apply(where, desired, existing, state, restart)
     return the_plan, None if dry else host.execute(where, the_plan, stop_timeout)
-
-
-def _recovery_notes(folder: Path, rec, dry: bool) -> list[str]:
-    """What was found left by an earlier apply of this folder."""
-    says = []
-    if rec.pending:
-        says.append(f"{folder}: an apply was interrupted after its commit point; the next apply completes it")
-    if rec.completed:
-        says.append(f"{folder}: completed an interrupted apply ({rec.completed} files)")
-    if rec.stale:
-        says.append(f"{folder}: {'found' if dry else 'removed'} {rec.stale} temporary files of an apply killed before its commit point")
-    return says
 
 
 def register(app: typer.Typer) -> None:

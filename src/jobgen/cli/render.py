@@ -15,21 +15,9 @@ import typer
 from jobgen.cli import completion
 from jobgen.cli.app import (
     EPILOG, CliError, Format, FormatOpt, ManifestsArg, PresetOpt, QuietOpt, StrictOpt, SystemdOpt,
-    build_all, emit_json, err, holder_option, resolve_target,
+    build_all, emit_json, err, holder_option, recovery_notes, resolve_target,
 )
 from jobgen.cli.exits import EXIT_DRIFT, EXIT_OK, EXIT_OUTPUT
-
-
-def _recovery_notes(output: Path, rec, dry: bool) -> list[str]:
-    notes = []
-    if rec.pending:
-        notes.append(f"jobgen: note: {output}: a render was interrupted after its commit point; the next render completes it")
-    if rec.completed:
-        notes.append(f"jobgen: note: {output}: completed an interrupted render ({rec.completed} files)")
-    if rec.stale:
-        verb = "found" if dry else "removed"
-        notes.append(f"jobgen: note: {output}: {verb} {rec.stale} temporary files of a render killed before its commit point")
-    return notes
 
 
 def _inputs(manifests: list[Path]) -> dict[Path, bytes] | None:
@@ -165,7 +153,7 @@ def render(manifests: list[Path], *, output: Path, holder: str, layout_name: str
         err(f"jobgen: warning: {warning}")
     drift = recovery.pending or any(c.changes_anything for c in changes)
     notes = [str(d) for d in diagnostics]
-    notes += _recovery_notes(output, recovery, dry)
+    notes += [f"jobgen: note: {line}" for line in recovery_notes(output, recovery, dry, "render")]
     notes += [f"jobgen: note: {output / c.path} is masked (a symbolic link to /dev/null): left as it is" for c in changes if c.action == write.MASKED]
     if fmt == Format.json:
         doc = {
