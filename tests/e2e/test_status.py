@@ -141,11 +141,12 @@ def test_status_counts_what_ran(scenario, systemd_jobgen):
                         "(Failed to parse timestamp: garbage); give e.g. -24h, today or '2026-12-01 00:00'\n")
     r = c.run("jobgen", "status", "/root/status.yaml", "-o", "/root/missing/jobgen.prom", check=False)
     assert (r.returncode, r.stdout, r.stderr) == (73, "", "jobgen: error: cannot write /root/missing/jobgen.prom: No such file or directory\n")
-    # -o over a folder: the rename fails after the host was asked; the old folder and no
+    # -o over a folder: refused (only a regular file is replaced); the old folder and no
     # temporary file remain.
     c.run("mkdir", "-p", "/root/prom/jobgen.prom")
     r = c.run("jobgen", "status", "/root/status.yaml", "-o", "/root/prom/jobgen.prom", check=False)
-    assert (r.returncode, r.stderr) == (73, "jobgen: error: cannot write /root/prom/jobgen.prom: Is a directory\n")
+    assert (r.returncode, r.stderr) == (73, "jobgen: error: cannot write /root/prom/jobgen.prom: not a regular file; "
+                                            "-o replaces a regular file by renaming a new one over it\n")
     assert c.run("ls", "-A", "/root/prom").stdout.split() == ["jobgen.prom"]
     # A user who may not read the system journal would see every job idle: an error instead
     # (nobody has no journal files of its own here, so journalctl itself fails).
