@@ -254,7 +254,7 @@ def test_a_target_that_reads_loads_no_packaging(tmp_path, target):
 
 # Defining a dataclass executes its generated methods (six for a frozen one, ten ordered)
 # at every start: some 0.5-1 ms each on this machine, paid by every render and boot. So no
-# record on these paths is one (named tuples, plain classes, model._Record), and the
+# record on these paths is one (named tuples, plain classes, model.Record), and the
 # dataclasses module itself is not loaded: neither typer, jinja2 nor PyYAML needs it.
 def test_render_check_and_the_generator_define_no_dataclass(tmp_path, manifest, floor):
     import os

@@ -24,11 +24,11 @@ SCHEDULE_KINDS = ("calendar", "every", "after_boot")
 
 # Schedule, Lock, Queue and Manifest are named tuples (immutable, compared and hashed field
 # by field; a copy with changes is ._replace()); Common, Job and Worker, which share fields
-# by inheritance, are _Records. Neither is a frozen dataclass: defining one executes six
+# by inheritance, are Records. Neither is a frozen dataclass: defining one executes six
 # generated methods, at every start of every command and boot.
 
 
-class _Record:
+class Record:
     """A frozen record declared the way a dataclass is (fields are the annotations of the
     class and its bases, base first; a class attribute of the same name is the field's
     default, none makes it required; keyword arguments only), with no methods generated.
@@ -115,7 +115,7 @@ class Queue(NamedTuple):
     max_attempts: int = 3
 
 
-class Common(_Record):
+class Common(Record):
     """Keys jobs and workers share, with the same meaning."""
 
     _UNCOMPARED = frozenset({"keypos"})  # where each key was written: not what the job is

@@ -29,7 +29,7 @@ from jobgen.compiler.context import RunSpec, process_context
 from jobgen.compiler.diagnostics import ERROR, NOTE, Diagnostic, ManifestError, Pos
 from jobgen.compiler.hardening import HARDENING
 from jobgen.compiler.hardening import STRICT as _HARDENING_STRICT
-from jobgen.compiler.model import Common, Job, Manifest, Worker
+from jobgen.compiler.model import Common, Job, Manifest, Record, Worker
 from jobgen.compiler.validate import JOB_KEYS, WORKER_KEYS, Key
 from jobgen.compiler.target import MATCHERS_READING_UNIT, Target, parse_target
 from jobgen.contract import locks, outcomes, policies
@@ -168,46 +168,26 @@ class _Runs(Mapping[str, RunSpec]):
         return len(self._made)
 
 
-class Plan:
-    """One manifest's units for one target, and what the commands read beside them.
+class Plan(Record):
+    """One manifest's units for one target, and what the commands read beside them: two
+    plans are equal when their manifest, target, files and notes are."""
 
-    A plain class, not a dataclass (its methods would be generated at every start): two
-    plans are equal when their manifest, target, files and notes are; the rest is read
-    from them and left out of the comparison, as before."""
+    _UNCOMPARED = frozenset({"runs", "queues", "holder_jobs", "journal_units"})
 
-    __slots__ = ("manifest", "target", "files", "notes", "runs", "queues", "holder_jobs", "journal_units")
-
-    def __init__(self, manifest: str, target: Target, files: tuple[UnitFile, ...], notes: tuple[Diagnostic, ...],
-                 runs: Mapping[str, RunSpec], queues: dict[str, tuple[str, ...]] | None = None,
-                 holder_jobs: tuple[tuple[str, Pos], ...] = (),
-                 journal_units: dict[str, tuple[tuple[str, str], ...]] | None = None):
-        self.manifest, self.target, self.files, self.notes, self.runs = manifest, target, files, notes, runs
-        # overlap: queue jobs -> the store arguments of `jobgen enqueue|drain|queue` (runtime/queue/command.py)
-        self.queues = {} if queues is None else queues
-        # Jobs whose units exec the holder (`jobgen lock|enqueue|drain`), at the key that made
-        # them: the CLI warns when that executable is missing (status=203/EXEC otherwise).
-        self.holder_jobs = holder_jobs
-        # job -> ((service, kind), ...): the units whose journal lines are the job's own, kind
-        # outcomes.RUN_UNIT (the reporter's unit) or QUEUE_UNIT (enqueuer and drainer). `jobgen status` counts
-        # a line only when journald attests it came from one of these (host/status.py).
-        self.journal_units = {} if journal_units is None else journal_units
-
-    def _compared(self) -> tuple:
-        return (self.manifest, self.target, self.files, self.notes)
-
-    def __eq__(self, other: object) -> bool:
-        return self._compared() == other._compared() if isinstance(other, Plan) else NotImplemented
-
-    def __hash__(self) -> int:
-        return hash(self._compared())
-
-    def __setattr__(self, name: str, value: object) -> None:
-        if hasattr(self, name):  # frozen, as the dataclass was: set once, in __init__
-            raise AttributeError(f"Plan.{name} is read-only")
-        object.__setattr__(self, name, value)
-
-    def __repr__(self) -> str:
-        return f"Plan(manifest={self.manifest!r}, target={self.target!r}, files={len(self.files)}, notes={len(self.notes)})"
+    manifest: str
+    target: Target
+    files: tuple[UnitFile, ...]
+    notes: tuple[Diagnostic, ...]
+    runs: Mapping[str, RunSpec]
+    # overlap: queue jobs -> the store arguments of `jobgen enqueue|drain|queue` (runtime/queue/command.py)
+    queues: dict[str, tuple[str, ...]]
+    # Jobs whose units exec the holder (`jobgen lock|enqueue|drain`), at the key that made
+    # them: the CLI warns when that executable is missing (status=203/EXEC otherwise).
+    holder_jobs: tuple[tuple[str, Pos], ...]
+    # job -> ((service, kind), ...): the units whose journal lines are the job's own, kind
+    # outcomes.RUN_UNIT (the reporter's unit) or QUEUE_UNIT (enqueuer and drainer). `jobgen status` counts
+    # a line only when journald attests it came from one of these (host/status.py).
+    journal_units: dict[str, tuple[tuple[str, str], ...]]
 
 
 # --------------------------------------------------------------------------- what is written
@@ -916,8 +896,8 @@ def plan(manifest: Manifest, holder: str = DEFAULT_HOLDER) -> Plan:
     if assumed:
         notes.insert(0, Diagnostic(manifest.target_pos or Pos(manifest.path, 1, 1), NOTE, f"no target systemd given (target: {{systemd: ...}} or --systemd); assuming {DEFAULT_TARGET}"))
     holder_jobs = tuple((j.name, j.where("overlap") if j.policy.queues else j.where("lock")) for j in manifest.jobs if _execs_holder(j))
-    return Plan(manifest.path, target, tuple(sorted(files, key=lambda f: f.filename)), tuple(notes), _Runs(runs), queues, holder_jobs,
-                journal_units=journal_units)
+    return Plan(manifest=manifest.path, target=target, files=tuple(sorted(files, key=lambda f: f.filename)), notes=tuple(notes),
+                runs=_Runs(runs), queues=queues, holder_jobs=holder_jobs, journal_units=journal_units)
 
 
 def _execs_holder(job: Job) -> bool:
