@@ -2,8 +2,9 @@
 (src/jobgen/compiler/precompiled.py says why, and when render.py uses them).
 
 Without jinja2 in the build environment (a distribution's build that does not install
-it) the wheel has no compiled templates and jobgen compiles them at run time, as from a
-source checkout. An editable install has none either: it renders from templates/.
+it), or with a jinja2 whose compiled code calls more than precompiled.py provides, the
+wheel has no compiled templates and jobgen renders through jinja2 from templates/; an
+editable install has none either.
 """
 
 from __future__ import annotations
@@ -36,7 +37,13 @@ class CustomBuildHook(BuildHookInterface):
         precompiled = _precompiled()
         self._out = tempfile.TemporaryDirectory(prefix="jobgen-templates-")
         out = Path(self._out.name)
-        precompiled.build(ROOT / "templates", out)
+        try:
+            precompiled.build(ROOT / "templates", out)
+        except precompiled.Unsupported as exc:  # this jinja2 compiles to something jobgen cannot run alone
+            print(f"jobgen: the wheel carries no precompiled templates: {exc}", file=sys.stderr)
+            self._out.cleanup()
+            self._out = None
+            return
         build_data.setdefault("force_include", {})[str(out)] = f"jobgen/{precompiled.FOLDER}"
 
     def finalize(self, version: str, build_data: dict, artifact_path: str) -> None:

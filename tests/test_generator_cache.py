@@ -30,8 +30,9 @@ COMPILING = ("jinja2", "yaml", "packaging", "typer", "click", "jobgen.compiler",
              "jobgen.contract", "jobgen.runtime")
 # The folder rule both caches share: standard library only (compiler/__init__ is a docstring);
 # and the first line of generated files (compiler/header.py, constants), which the unit pair
-# that keeps entries across boots starts with (host/genpersist.py).
-SHARED_RULE = ("jobgen.compiler", "jobgen.compiler.trust", "jobgen.compiler.header")
+# that keeps entries across boots starts with (host/genpersist.py); and the interpreter's
+# sha256 every digest of jobgen's is taken with (contract/digest.py, standard library only).
+SHARED_RULE = ("jobgen.compiler", "jobgen.compiler.trust", "jobgen.compiler.header", "jobgen.contract", "jobgen.contract.digest")
 
 
 def job(name: str, command: str = "/bin/true", target: str = '"252"') -> str:

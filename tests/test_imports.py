@@ -260,6 +260,8 @@ def test_render_check_and_the_generator_define_no_dataclass(tmp_path, manifest, 
     import os
 
     assert "dataclasses" not in floor
+    # A command written as one string as well: the shell-word reader is on the path then.
+    manifest.write_text(MANIFEST + "  sweep:\n    command: /usr/bin/sweep --all\n    schedule: hourly\n")
     gen = _MODULES_AT_EXIT.replace("from jobgen.cli import main", "from jobgen.cli.generator import main")
     env = {**os.environ, "JOBGEN_MANIFEST_DIRS": str(tmp_path), "JOBGEN_GENERATOR_CACHE": ""}
     runs = {
@@ -268,7 +270,7 @@ def test_render_check_and_the_generator_define_no_dataclass(tmp_path, manifest, 
         "generator": _loaded(tmp_path, str(tmp_path / "gen"), script=gen, env=env),
     }
     assert (tmp_path / "gen" / "backup.service").is_file()  # the generator compiled the manifest
-    assert {name: "jobgen.compiler.model" in loaded for name, loaded in runs.items()} == dict.fromkeys(runs, True)
+    assert {name: {"jobgen.compiler.model", "jobgen.compiler.shellwords"} <= loaded for name, loaded in runs.items()} == dict.fromkeys(runs, True)
     assert {name: sorted(loaded & {"dataclasses"}) for name, loaded in runs.items()} == dict.fromkeys(runs, [])
 
 

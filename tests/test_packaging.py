@@ -38,7 +38,9 @@ def test_wheel_ships_templates_and_renders_from_them(tmp_path: Path) -> None:
         "import pathlib; from jobgen.compiler import render; "
         "assert render.template_dir() == pathlib.Path(render.__file__).resolve().parents[1] / 'templates', render.template_dir(); "
         "assert 'site' in render.__file__, render.__file__; "
-        "import jinja2; assert isinstance(render._environment().loader, jinja2.ModuleLoader), render._environment().loader; "
+        # the compiled templates, run without jinja2: importing it would fail here
+        "from jobgen.compiler import precompiled; assert isinstance(render._templates(), precompiled.Templates); "
+        "sys.modules['jinja2'] = None; "
         "from jobgen.cli import main; sys.argv = ['jobgen'] + sys.argv[1:]; main()"
     )
     r = subprocess.run(
@@ -48,3 +50,18 @@ def test_wheel_ships_templates_and_renders_from_them(tmp_path: Path) -> None:
     assert r.returncode == 0, r.stderr
     expected = pipeline.build(str(ROOT / "examples" / "shop.yaml")).files
     assert {str(p.relative_to(out)): p.read_bytes() for p in out.rglob("*") if p.is_file()} == expected
+    # The generator's miss path, the boot's: it compiles with the wheel's templates, no jinja2.
+    manifests = tmp_path / "manifests"
+    manifests.mkdir()
+    (manifests / "shop.yaml").write_bytes((ROOT / "examples" / "shop.yaml").read_bytes())
+    gen = (
+        f"import sys; sys.path[:0] = [{str(tmp_path / 'site')!r}, {deps!r}]; sys.modules['jinja2'] = None; "
+        "from jobgen.cli.generator import main; sys.argv = ['jobgen-generator'] + sys.argv[1:]\n"
+        # nor OpenSSL (contract/digest.py) nor dataclasses (tests/test_imports.py)
+        "try: main()\nfinally: print(sorted({'_hashlib', 'dataclasses', 'jinja2.environment'} & set(sys.modules)))"
+    )
+    env = {"PATH": "/usr/bin:/bin", "JOBGEN_MANIFEST_DIRS": str(manifests), "JOBGEN_GENERATOR_CACHE": ""}
+    g = subprocess.run([sys.executable, "-S", "-c", gen, str(tmp_path / "gen")], capture_output=True, text=True, timeout=60, env=env)
+    assert (g.returncode, g.stderr, g.stdout) == (0, "", "[]\n")
+    for name in ("sales-report.service", "sales-report.timer"):
+        assert (tmp_path / "gen" / name).read_bytes() == expected[name]

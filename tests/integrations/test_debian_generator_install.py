@@ -19,7 +19,6 @@ import sys
 import tarfile
 from pathlib import Path
 
-import jinja2
 import pytest
 
 from jobgen.compiler import precompiled
@@ -95,14 +94,14 @@ def layout_debian_with_this_releases_debhelper(c: Container, release: str, tmp: 
 COMPILED = "/usr/lib/python3/dist-packages/jobgen/" + precompiled.FOLDER
 STAMP_OF_THIS_JINJA2 = (
     "import jinja2; from jobgen.compiler import precompiled, resources; "
-    "print(precompiled.stamp(resources.template_dir(), jinja2.__version__))"
+    "print(precompiled.stamp(resources.template_dir())); print('jinja2', jinja2.__version__)"
 )
 
 
 def loaded_compiled_templates(verbose: str) -> set[str]:
-    """The templates whose compiled module (jinja2.ModuleLoader's tmpl_SHA1) a run imported
-    from the package's byte code, read from its PYTHONVERBOSE lines."""
-    modules = {jinja2.ModuleLoader.get_module_filename(p.name)[:-3]: p.name for p in (ROOT / "templates").glob("*.j2")}
+    """The templates whose compiled module (tmpl_SHA1, precompiled.module_filename) a run
+    imported from the package's byte code, read from its PYTHONVERBOSE lines."""
+    modules = {precompiled.module_filename(p.name)[:-3]: p.name for p in (ROOT / "templates").glob("*.j2")}
     found = re.findall(rf"^# code object from '{re.escape(COMPILED)}/__pycache__/(tmpl_[0-9a-f]+)\.cpython-3\d+\.pyc'$", verbose, re.MULTILINE)
     return {modules[m] for m in found}
 

@@ -31,7 +31,6 @@ under render/; `jobgen render --no-cache` neither reads nor writes it.
 from __future__ import annotations
 
 import contextlib
-import hashlib
 import json
 import os
 import stat
@@ -41,6 +40,7 @@ from pathlib import Path
 from jobgen.compiler import trust
 from jobgen.compiler.trust import Untrusted
 from jobgen.compiler.diagnostics import ERROR, NOTE, WARNING, Diagnostic, Pos
+from jobgen.contract.digest import sha256
 
 FORMAT = 1  # of an entry; another format is a miss
 KEEP = 64  # entries kept, the most recently used: one per output folder rendered into
@@ -69,7 +69,7 @@ def folder() -> Path | None:
 
 
 def digest(data: bytes) -> tuple[int, str]:
-    return len(data), hashlib.sha256(data).hexdigest()
+    return len(data), sha256(data).hexdigest()
 
 
 def key(code: str, manifests: list[tuple[str, bytes]], options: dict[str, object]) -> str:
@@ -77,13 +77,13 @@ def key(code: str, manifests: list[tuple[str, bytes]], options: dict[str, object
         "format": FORMAT,
         "code": code,
         "options": options,
-        "manifests": [[path, hashlib.sha256(data).hexdigest()] for path, data in manifests],
+        "manifests": [[path, sha256(data).hexdigest()] for path, data in manifests],
     }
-    return hashlib.sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
+    return sha256(json.dumps(doc, sort_keys=True).encode()).hexdigest()
 
 
 def _entry_name(output: Path) -> str:
-    return hashlib.sha256(os.fsencode(os.path.realpath(output))).hexdigest()[:32] + ".json"
+    return sha256(os.fsencode(os.path.realpath(output))).hexdigest()[:32] + ".json"
 
 
 def _trusted(st: os.stat_result) -> bool:

@@ -1,4 +1,5 @@
-"""Stage 4: a Plan -> file names and bytes, through the jinja2 templates in templates/.
+"""Stage 4: a Plan -> file names and bytes, through the jinja2 templates in templates/
+(precompiled.py: compiled when the wheel is built, run without importing jinja2).
 
 The templates decide layout (header, section order, comments); escaping happens here,
 in the single ``value`` filter, by the rules in escape.py. Output is deterministic:
@@ -9,8 +10,6 @@ from __future__ import annotations
 
 from functools import lru_cache
 from pathlib import Path
-
-import jinja2
 
 from jobgen import __version__
 from jobgen.compiler import escape, header, precompiled
@@ -58,41 +57,23 @@ def _escaped(value: Exec | Env | Raw, section: str, directive: str) -> str:
     return escape.setting(section, directive, value.text, own_specifiers=value.specifiers)
 
 
-class _Environment(jinja2.Environment):
-    """Templates kept by name for the process: every service and timer extends unit.j2,
-    and jinja2 looked that layout up again for each file rendered (a weak reference and
-    its locked LRU cache, in Python). Nothing is reloaded here anyway (auto_reload off)."""
-
-    def __init__(self, **options) -> None:
-        super().__init__(**options)
-        self._kept: dict[str, jinja2.Template] = {}
-
-    def get_template(self, name, parent=None, globals=None):  # noqa: A002 - jinja2's signature
-        if globals is not None or not isinstance(name, str):
-            return super().get_template(name, parent, globals)
-        if parent is not None:
-            name = self.join_path(name, parent)
-        template = self._kept.get(name)
-        if template is None:
-            template = self._kept[name] = super().get_template(name)
-        return template
-
-
 @lru_cache(maxsize=1)
-def _environment() -> jinja2.Environment:
-    # The modules the wheel carries, compiled from these very templates by this jinja2
-    # (precompiled.py); else templates/ compiled here, once per process.
-    loader = precompiled.loader(template_dir(), compiled_dir())
-    if loader is None:
-        loader = jinja2.FileSystemLoader(str(template_dir()))
-    env = _Environment(loader=loader, **precompiled.options(jinja2))
-    env.filters["value"] = _value
-    return env
+def _templates():
+    """The templates by name: the modules the wheel carries, compiled from these very
+    templates (precompiled.py), run without jinja2; else templates/ compiled by jinja2,
+    once per process (jinja_templates.py)."""
+    filters = {"value": _value}
+    templates = precompiled.load(template_dir(), compiled_dir(), filters)
+    if templates is None:
+        from jobgen.compiler import jinja_templates
+
+        templates = jinja_templates.environment(template_dir(), filters)
+    return templates
 
 
 @lru_cache(maxsize=None)
-def _template(kind: str) -> jinja2.Template:
-    return _environment().get_template(f"{kind}.j2")
+def _template(kind: str):
+    return _templates().get_template(f"{kind}.j2")
 
 
 def render_file(plan: Plan, unit: UnitFile, common: dict[str, str] | None = None) -> bytes:

@@ -6,12 +6,13 @@ without importing jinja2.
 
 from __future__ import annotations
 
-import hashlib
 import importlib.util
 import os
 import sys
 from functools import lru_cache
 from pathlib import Path
+
+from jobgen.contract.digest import sha256
 
 _PACKAGE = Path(__file__).resolve().parents[1]
 
@@ -67,7 +68,7 @@ def code_digest() -> str:
     decides its output (_DEPENDENCIES): changes with any edit or upgrade, also one that
     keeps the version number (a development checkout). Read with os.stat, not by reading
     the files: reading and hashing some 1 MB cost every render about 5 ms."""
-    h = hashlib.sha256()
+    h = sha256()
     marks = _dependency_marks()
     _marks(str(_PACKAGE), marks)
     if not str(template_dir()).startswith(str(_PACKAGE) + os.sep):

@@ -26,7 +26,7 @@ What counts as shell syntax is ``SYNTAX`` below and ``read``, one scanner for bo
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from typing import NamedTuple
 
 # What a shell does with each kind of piece, as a message names it. POSIX sh (dash, the
 # /bin/sh of Debian) and bash alike, except brace expansion (bash's, and cron's SHELL may be
@@ -60,14 +60,12 @@ _BRACES = re.compile(r"\{[^{}\s]*(?:,|\.\.)[^{}\s]*\}")
 _REDIRECTION = re.compile(r"[0-9]*(?:>>|>&|<&|<<|<>|>\||>|<)(?:[0-9]+-?|-)?")
 
 
-@dataclass(frozen=True)
-class Piece:
+class Piece(NamedTuple):
     text: str  # as written: '$HOME', '*.log', '2>&1'
     what: str  # SYNTAX's name for it
 
 
-@dataclass(frozen=True)
-class Reading:
+class Reading(NamedTuple):
     words: tuple[str, ...]  # the words a shell would split, every character kept literally
     syntax: tuple[Piece, ...]  # the shell syntax in it, in order, each piece once
 

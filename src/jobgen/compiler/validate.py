@@ -11,7 +11,6 @@ Version gates are not checked here: they depend on the target, in plan.py.
 
 from __future__ import annotations
 
-import json
 import posixpath
 import re
 import signal as _signal
@@ -276,6 +275,8 @@ def argv(node: Node) -> tuple[str, ...]:
 def _shell_syntax(text: str, reading: shellwords.Reading) -> str:
     """A string command with shell syntax in it means two things; say both ways to write
     each (shellwords.py: no shell runs it, and systemd performs none of it)."""
+    import json  # here: an error message's quoting, not worth 2 ms of every compile
+
     pieces = [f"'{piece.text}' ({piece.what})" for piece in reading.syntax]
     named = pieces[0] if len(pieces) == 1 else ", ".join(pieces[:-1]) + " and " + pieces[-1]
     return (

@@ -18,11 +18,12 @@ Pure: no I/O, no imports from the rest of jobgen.
 
 from __future__ import annotations
 
-import hashlib
 import re
 import urllib.parse
 from collections import namedtuple
 from collections.abc import Callable
+
+from jobgen.contract.digest import sha256
 
 # The records here are collections.namedtuple, not typing.NamedTuple: `jobgen lock` loads
 # this module in front of every run of a cluster-locked job, and `import typing` alone
@@ -343,7 +344,7 @@ def get_lock_name(name: str) -> str:
     plain = NAMESPACE + name
     if len(plain) <= GET_LOCK_MAX:
         return plain
-    digest = hashlib.sha256(name.encode("utf-8")).hexdigest()
+    digest = sha256(name.encode("utf-8")).hexdigest()
     return GET_LOCK_HASHED_PREFIX + digest[: GET_LOCK_MAX - len(GET_LOCK_HASHED_PREFIX)]
 
 
@@ -351,7 +352,7 @@ def advisory_key(name: str) -> int:
     """The PostgreSQL advisory lock key of cluster lock `name`, so other tools can take the
     same lock (docs/cluster-locks.md): the first 8 bytes of sha256(UTF-8 "jobgen:" + name),
     big-endian, as a signed int64."""
-    digest = hashlib.sha256((NAMESPACE + name).encode("utf-8")).digest()
+    digest = sha256((NAMESPACE + name).encode("utf-8")).digest()
     return int.from_bytes(digest[:8], "big", signed=True)
 
 

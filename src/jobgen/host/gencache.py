@@ -62,13 +62,7 @@ import sys
 from jobgen.compiler import trust
 from jobgen.compiler.trust import Untrusted
 
-try:  # the interpreter's own sha256: hashlib would load OpenSSL (_hashlib) first, 5-30 ms
-    from _sha256 import sha256  # 3.11
-except ImportError:
-    try:
-        from _sha2 import sha256  # 3.12+
-    except ImportError:
-        from hashlib import sha256
+from jobgen.contract.digest import sha256
 
 FOLDER = "/var/cache/jobgen/generator"  # across boots
 RUN_FOLDER = "/run/jobgen-generator"  # this boot only: where a sandboxed generator can write
