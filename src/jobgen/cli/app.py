@@ -315,13 +315,39 @@ def run_process(argv: list[str]) -> int:
     return _lost_output(raw, argv, run(argv))
 
 
+class _CtrlC:
+    """Whether a Ctrl-C (SIGINT) reached this process. typer turns the KeyboardInterrupt
+    into a silent ``return 130`` (typer/core.py _main: ``raise Exit(130)``), which a
+    command that ends with a status of 130 of its own cannot be told from; so the handler
+    notes it, then does what Python's default handler does."""
+
+    seen = False
+
+    @classmethod
+    def watch(cls) -> None:
+        import signal
+
+        if signal.getsignal(signal.SIGINT) is signal.default_int_handler:  # not ignored (nohup, `&` in sh)
+            signal.signal(signal.SIGINT, cls._noted)
+
+    @classmethod
+    def _noted(cls, signum, frame):
+        import signal
+
+        cls.seen = True
+        signal.default_int_handler(signum, frame)
+
+
 def run(argv: list[str]) -> int:
     """Run a command; turn every outcome that is not a clean exit into one answer."""
     as_json = _wants_json(argv)
     try:
         the_app = app(command_module(argv))
         _fewer_collections()
+        _CtrlC.watch()
         code = the_app(args=argv, prog_name="jobgen", standalone_mode=False)
+        if code == EXIT_INTERRUPTED and _CtrlC.seen:
+            raise KeyboardInterrupt
     except CliError as exc:
         err(f"jobgen: error: {exc.message}")
         if as_json:
