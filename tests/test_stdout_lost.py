@@ -89,7 +89,15 @@ def test_a_reader_that_leaves_after_the_first_line_is_no_error():
     assert first.startswith(f"{SHOP}: ".encode())
 
 
-def test_version_to_a_full_disk_is_no_traceback():
-    """`jobgen --version` is answered before the typer app (and its guard) is imported."""
-    r = sh("--version", redirect=">/dev/full")
-    assert (r.returncode, r.stdout, r.stderr) == (EXIT_OK, "", "")
+@pytest.mark.parametrize(("redirect", "says"), [(">/dev/full", ENOSPC), (">&-", EBADF)])
+def test_version_that_cannot_be_written_is_one_line_and_73(redirect, says):
+    """`jobgen --version` is answered before the typer app (and its guard) is imported; its
+    line is its product, judged as the typer commands' output is."""
+    r = sh("--version", redirect=redirect)
+    assert (r.returncode, r.stdout, r.stderr) == (EXIT_OUTPUT, "", says)
+
+
+def test_version_to_a_reader_that_left_is_silent_and_0():
+    p = subprocess.Popen([*JOBGEN, "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # before jobgen writes: its write meets no reader (EPIPE)
+    assert (p.wait(timeout=120), p.stderr.read()) == (EXIT_OK, b"")

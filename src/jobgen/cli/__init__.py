@@ -9,6 +9,7 @@ layer, and turns what comes back into output and an exit code (exits.py).
 
 from __future__ import annotations
 
+import errno
 import os
 import sys
 
@@ -26,10 +27,7 @@ def main() -> None:
         # the typer app's --version.
         from jobgen import __version__
 
-        # A stdout that cannot take it loses the line, not the run (no traceback), as the
-        # runtime verbs' lines below.
-        _say(sys.stdout, [f"jobgen {__version__}"])
-        sys.exit(0)
+        sys.exit(_product(f"jobgen {__version__}\n"))
     if argv[:1] == ["lock"]:
         from jobgen.runtime import lock
 
@@ -83,6 +81,29 @@ def _say(stream, lines: list[str]) -> None:
             os.dup2(null, stream.fileno())
         except (OSError, ValueError):
             pass
+
+
+def _product(text: str) -> int:
+    """Write a command's only product, judged as cli/app._lost_output judges the typer
+    commands': a reader that left (EPIPE, `| head -1`) had what it wanted (0); any other
+    failure (a full disk, a closed descriptor) is one line on stderr and EXIT_OUTPUT, with
+    no traceback."""
+    data = text.encode()
+    try:
+        while data:
+            data = data[os.write(1, data):]
+    except OSError as exc:
+        if exc.errno == errno.EPIPE:
+            return 0
+        from jobgen.cli.exits import EXIT_OUTPUT
+
+        if sys.stderr is not None:
+            try:
+                print(f"jobgen: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+            except (OSError, ValueError):
+                pass
+        return EXIT_OUTPUT
+    return 0
 
 
 def _leave(code: int, signum: int | None) -> None:
