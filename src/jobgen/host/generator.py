@@ -17,8 +17,11 @@ What systemd asks of a generator, and how jobgen answers:
   compiler plans. A generator may not write into /etc/tmpfiles.d or /run/tmpfiles.d, so
   the lines go into the output folder (jobgen/tmpfiles.conf) and a generated oneshot,
   jobgen-locks.service, runs `systemd-tmpfiles --create` on them: at boot (linked into
-  multi-user.target.wants) and before every run of a job (a drop-in adds Wants= and
-  After=), so a job added by a daemon-reload finds its lock file on its first run.
+  multi-user.target.wants) and before every run of a job (the job's service has Wants=
+  and After= on it), so a job added by a daemon-reload finds its lock file on its first run.
+- Each unit is the bytes `jobgen render` writes, then a second [Unit] section of the
+  generator's own (_generator_section): SourcePath= the manifest, and for jobs the lock
+  unit.
 - One bad manifest never stops the others: its problems are returned with their
   positions and its files are left out; nothing here raises for a manifest. Where the
   problems go is cli/generator.py's choice; when nothing at all could take them (a
@@ -56,7 +59,6 @@ if TYPE_CHECKING:
 
 LOCKS_UNIT = "jobgen-locks.service"
 TMPFILES_CONF = "jobgen/tmpfiles.conf"  # not a unit name: systemd's loader ignores the folder
-DROPIN = "jobgen-generator.conf"
 REPORT = "jobgen/report"
 REPORT_UNIT = "jobgen-generator-report.service"
 REPORT_IDENT = "jobgen-generator"  # the identifier the generator's own lines carry
@@ -231,13 +233,12 @@ def generate(manifests: list[Path], normal_dir: str, running: int | None, holder
 def _hand_over(compiled: _Compiled, where: str, source: str, taken: dict[str, str], lock_users: list[str],
                snippets: dict[str, bytes], by_name: list[str], out: Outcome, emit: Callable[[Outcome], None] | None,
                normal_dir: str, target: Target | None, tmpfiles: str | None) -> None:
-    """One good manifest's files, links and drop-ins, with the lock files of all so far,
-    added to `out` and handed to `emit`."""
+    """One good manifest's files and links, with the lock files of all so far, added to
+    `out` and handed to `emit`."""
     part = Outcome()
     for name, data in compiled.units.items():
-        part.files[name] = data
         takes_lock = compiled.tmpfiles is not None and name in compiled.jobs
-        part.files[f"{name}.d/{DROPIN}"] = _dropin(source, where, takes_lock)
+        part.files[name] = data + _generator_section(source, where, takes_lock)
         if name in compiled.wanted_by:
             part.links[f"{compiled.wanted_by[name]}.wants/{name}"] = f"../{name}"
     users = lock_users + [n for n in compiled.units if compiled.tmpfiles is not None and n in compiled.jobs]
@@ -275,10 +276,14 @@ def _lock_files(part: Outcome, snippets: list[bytes], jobs: int, normal_dir: str
     part.links[f"multi-user.target.wants/{LOCKS_UNIT}"] = f"../{LOCKS_UNIT}"
 
 
-def _dropin(source: str, manifest: str, takes_lock: bool) -> bytes:
+def _generator_section(source: str, manifest: str, takes_lock: bool) -> bytes:
+    """What the generator adds after the bytes `jobgen render` writes: a second [Unit]
+    section (systemd.unit(5): a section may appear more than once; its settings add up).
+    In the unit file itself, not a drop-in beside it: a drop-in is a folder and a file more
+    per unit, and with them a warm 200-job run spent 55 ms of CPU against 39 without."""
     # SourcePath= (systemd.unit(5)): `systemctl status` names the manifest, and warns that a
     # daemon-reload is due when the manifest changed after the units were generated.
-    lines = [f"{HEADER} from {manifest}.", "[Unit]", f"SourcePath={source}"]
+    lines = ["", f"{HEADER} from {manifest}: not in the file `jobgen render` writes.", "[Unit]", f"SourcePath={source}"]
     if takes_lock:
         # Wants=, not Requires=: a tmpfiles line that fails (say, an unknown user) must not
         # stop the jobs whose lock files were made; a job whose file is missing fails on
