@@ -7,7 +7,6 @@ compiler (tests/test_generator_cache.py checks what a hit loads).
 
 from __future__ import annotations
 
-import contextlib
 import os
 import stat
 
@@ -51,8 +50,10 @@ def open_folder(where: str, create: bool, made: int | None = None) -> int:
             except FileNotFoundError:
                 if not create or (made is not None and i < len(parts) - made):
                     raise
-                with contextlib.suppress(FileExistsError):  # another run made it just now
+                try:
                     os.mkdir(name, 0o700, dir_fd=fd)
+                except FileExistsError:  # another run made it just now
+                    pass
                 st = os.stat(name, dir_fd=fd, follow_symlinks=False)
             if stat.S_ISLNK(st.st_mode):
                 raise Untrusted(f"{path} is a symbolic link (to {os.readlink(name, dir_fd=fd)})")
