@@ -84,3 +84,26 @@ def test_the_holders_own_modules_load_no_typing_and_no_policy_tables() -> None:
     names = set(r.stdout.split())
     assert set(HOLDER_MODULES) <= names  # the probe sees them
     assert loaded(names, NOT_THE_HOLDERS + NOT_OURS + CLIENTS + NEVER) == []
+
+
+# MariaDB with no ssl_* option: PyMySQL asks for TLS if the server offers it and verifies
+# nothing, but built that context from ssl.create_default_context(), reading every CA
+# certificate of the system first (backends/mysql.py _connection_class). The context the
+# holder builds instead verifies exactly as little, with no certificate loaded.
+def test_mariadb_without_tls_options_builds_pymysqls_context_without_reading_the_cas() -> None:
+    import ssl
+
+    import pymysql.connections
+
+    from jobgen.runtime.backends import mysql
+
+    connection = mysql._connection_class()
+    conn = connection.__new__(connection)
+    ours = conn._create_ssl_ctx({})
+    theirs = pymysql.connections.Connection._create_ssl_ctx(conn, {})
+    assert (ours.verify_mode, ours.check_hostname) == (theirs.verify_mode, theirs.check_hostname) == (ssl.CERT_NONE, False)
+    assert ours.minimum_version >= theirs.minimum_version
+    assert ours.cert_store_stats()["x509_ca"] == 0
+    # Any ssl_* option is PyMySQL's own code: a verified connection verifies.
+    asked = conn._create_ssl_ctx({"verify_mode": "required"})
+    assert asked.verify_mode == ssl.CERT_REQUIRED

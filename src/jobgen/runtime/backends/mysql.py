@@ -56,14 +56,39 @@ def _call(fn):
         raise Unreachable(describe(e)) from None
 
 
-def _connect(target: Target, opts: Options):
-    import pymysql
+def _connection_class():
+    """PyMySQL's Connection, less a TLS context built for nothing.
 
+    With no ssl_* option PyMySQL (2.2+) asks for TLS when the server offers it, verifying
+    nothing ("PREFERRED": _create_ssl_ctx({}) sets CERT_NONE and no host name check), yet
+    builds that context with ssl.create_default_context(), which reads every CA
+    certificate of the system first: most of the 73 ms `jobgen lock` on MariaDB spent
+    beyond the interpreter and `import pymysql` (bench/results-holder.md). Here that one
+    case gets the context PyMySQL ends up with, minus the certificates it never consults;
+    any ssl_* option goes through PyMySQL's own code as before."""
+    import ssl
+
+    import pymysql.connections
+
+    class Connection(pymysql.connections.Connection):
+        def _create_ssl_ctx(self, sslp):
+            if sslp != {}:
+                return super()._create_ssl_ctx(sslp)
+            ctx = ssl.SSLContext(ssl.PROTOCOL_TLS_CLIENT)  # TLS 1.2 at least, as the default context
+            ctx.check_hostname = False
+            ctx.verify_mode = ssl.CERT_NONE
+            return ctx
+
+    return Connection
+
+
+def _connect(target: Target, opts: Options):
+    connection = _connection_class()
     # The query holds only ssl_* and charset (contract.locks.SCHEMES checked it).
     ssl = {k.removeprefix("ssl_"): v for k, v in target.query.items() if k.startswith("ssl_")}
     # PyMySQL reads the server greeting under read_timeout (connect timeout + WAIT_SLICE):
     # bound the whole handshake by the connect timeout instead.
-    return bounded(lambda: _call(lambda: pymysql.connect(
+    return bounded(lambda: _call(lambda: connection(
         host=target.host,
         port=target.port or 3306,
         user=target.username or "",
