@@ -95,11 +95,11 @@ def _product(text: str) -> int:
     except OSError as exc:
         if exc.errno == errno.EPIPE:
             return 0
-        from jobgen.cli.exits import EXIT_OUTPUT
+        from jobgen.cli.exits import EXIT_OUTPUT, output_lost
 
         if sys.stderr is not None:
             try:
-                print(f"jobgen: error: cannot write the output: {exc.strerror or exc}", file=sys.stderr)
+                print(output_lost(exc), file=sys.stderr)
             except (OSError, ValueError):
                 pass
         return EXIT_OUTPUT

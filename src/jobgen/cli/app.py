@@ -30,7 +30,8 @@ from typing import Optional
 import typer
 
 from jobgen import __version__
-from jobgen.cli.exits import EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT
+from jobgen.cli.exits import (EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, STDOUT_PRODUCT,
+                              output_lost)
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
 COMMANDS = ("render", "check", "run", "apply", "queue", "plan", "status", "import_crontab", "schema", "lock", "directives", "completion")
@@ -221,23 +222,6 @@ def _fewer_collections() -> None:
     gc.set_threshold(20_000, 20, 20)
 
 
-# Whether a command's product is what it prints, so that it cannot have succeeded when
-# standard output could not be written (a full disk, a closed descriptor): its module ->
-# (the answer without options, the options that turn it the other way). Such a command ends
-# EXIT_OUTPUT; any other (render -o, apply, run: the product is on disk or on the host)
-# keeps its own outcome code, and only the text is lost. `render --check` answers with its
-# code, `render --diff` on stdout. A module not listed never has stdout for its product.
-STDOUT_PRODUCT = {
-    "render": (False, ("--diff",)),
-    "status": (True, ("-o", "--output")),
-    "import_crontab": (True, ("-o", "--output")),
-    "plan": (True, ()),
-    "schema": (True, ()),
-    "directives": (True, ()),
-    "completion": (True, ()),
-}
-
-
 def _given(option: str, words: list[str]) -> bool:
     short = len(option) == 2
     return any(w == option or w.startswith(f"{option}=") or (short and w.startswith(option) and not w.startswith("--")) for w in words)
@@ -302,7 +286,7 @@ def _lost_output(raw: _Stdout, argv: list[str], code: int) -> int:
     if raw.failure.errno == errno.EPIPE:
         return code
     try:
-        err(f"jobgen: error: cannot write the output: {raw.failure.strerror or raw.failure}")
+        err(output_lost(raw.failure))
     except (OSError, ValueError):
         pass
     return EXIT_OUTPUT if code == EXIT_OK and _product_is_stdout(argv) else code

@@ -30,6 +30,40 @@ APPLY_OUTCOMES = {
     EXIT_OUTPUT: "the unit files cannot be written, none is changed",
 }
 
+# Whether a command's product is what it prints, so that it cannot have succeeded when
+# standard output could not be written (a full disk, a closed descriptor): its module ->
+# (the answer without options, the options that turn it the other way). Such a command ends
+# EXIT_OUTPUT; any other (render -o, apply, run: the product is on disk or on the host)
+# keeps its own outcome code, and only the text is lost. `render --check` answers with its
+# code, `render --diff` on stdout. A module not listed never has stdout for its product. `jobgen --version` is one
+# too (cli/__init__.py answers it before any command module).
+STDOUT_PRODUCT = {
+    "render": (False, ("--diff",)),
+    "status": (True, ("-o", "--output")),
+    "import_crontab": (True, ("-o", "--output")),
+    "plan": (True, ()),
+    "schema": (True, ()),
+    "directives": (True, ()),
+    "completion": (True, ()),
+}
+
+
+
+def _stdout_products() -> str:
+    """STDOUT_PRODUCT as EXIT_CODES names it: "plan, schema, ..., render --diff"."""
+    said = []
+    for module, (default, flips) in STDOUT_PRODUCT.items():
+        command = module.replace("_", "-")
+        said.append(command if default else f"{command} {flips[0]}")
+    return ", ".join(sorted(said, key=lambda c: (" " in c, c)) + ["--version"])
+
+
+def output_lost(exc: OSError) -> str:
+    """The one line for standard output that could not be written (EXIT_OUTPUT, or the
+    command's own code when stdout was not its product)."""
+    return f"jobgen: error: cannot write the output: {exc.strerror or exc}"
+
+
 EXIT_CODES = (
     (EXIT_OK, "ok"),
     (EXIT_DRIFT, "render --check: something would change"),
@@ -38,7 +72,7 @@ EXIT_CODES = (
     (EXIT_REFUSED, f"apply: {APPLY_OUTCOMES[EXIT_REFUSED]}; status: systemd or the journal cannot be reached"),
     (EXIT_OUTPUT, "render, import-crontab: the output folder cannot be written; it is left as it was; "
                   f"apply: {APPLY_OUTCOMES[EXIT_OUTPUT]}; status: the -o file cannot be written; "
-                  "plan, status, schema, directives, render --diff: standard output cannot be written"),
+                  f"{_stdout_products()}: standard output cannot be written"),
     (EXIT_INTERNAL, "internal error in jobgen (a bug: the line says what failed; JOBGEN_DEBUG=1 shows where)"),
     (EXIT_INTERRUPTED, "interrupted (Ctrl-C)"),
     (EXIT_FULL, "enqueue: the queue is full; the request was not recorded"),

@@ -176,10 +176,9 @@ MISSING = _Missing()
 
 
 class _Template:
-    __slots__ = ("name", "blocks", "root_render_func")
+    __slots__ = ("blocks", "root_render_func")
 
-    def __init__(self, name: str, namespace: dict) -> None:
-        self.name = name
+    def __init__(self, namespace: dict) -> None:
         self.blocks = namespace["blocks"]
         self.root_render_func = namespace["root"]
 
@@ -225,7 +224,7 @@ class Templates:
     def get_template(self, name: str, parent: str | None = None) -> _Template:
         template = self._kept.get(name)
         if template is None:
-            template = self._kept[name] = _Template(name, self._run(name))
+            template = self._kept[name] = _Template(self._run(name))
         return template
 
     def _run(self, name: str) -> dict:
