@@ -539,6 +539,63 @@ def test_a_manifest_others_could_have_written_or_not_a_file_is_one_line_and_no_u
     assert timers == ["good.timer"]
 
 
+def test_a_folder_others_can_change_holds_no_manifest_and_no_mask_the_generator_obeys(tmp_path: Path) -> None:
+    # Whoever can write /etc/jobgen can swap a root-owned manifest for another or hide the
+    # vendor's behind an empty file, whatever each file's own mode: every manifest there,
+    # and every mask, is refused with one line; the vendor's same-named file is not used
+    # in its place (that would let anyone who can write the folder pick which one runs).
+    etc = manifests(tmp_path / "etc", **{"good.yaml": job("good"), "backup.yaml": ""})
+    etc.chmod(0o777)
+    usr = manifests(tmp_path / "usr", **{"backup.yaml": job("backup"), "vendor.yaml": job("vendor")})
+    r, out = run_generator(tmp_path, etc, usr)
+    assert r.returncode == 0
+    why = (f"{etc} can be written by others (mode 0777): whoever can change that folder could replace or mask its "
+           "manifests (chown root; chmod go-w); none of its units were generated; fix it, then `systemctl daemon-reload`")
+    assert r.stderr.splitlines() == [f"jobgen-generator: {etc}/backup.yaml skipped: {why}",
+                                     f"jobgen-generator: {etc}/good.yaml skipped: {why}"]
+    assert sorted(p for p in tree(out) if p.endswith(".timer") and "/" not in p) == ["vendor.timer"]
+    # Put right, the same folder is read again: the mask hides the vendor's backup.
+    etc.chmod(0o755)
+    r, out = run_generator(tmp_path, etc, usr)
+    assert r.returncode == 0 and r.stderr == ""
+    assert sorted(p for p in tree(out) if p.endswith(".timer") and "/" not in p) == ["good.timer", "vendor.timer"]
+
+
+def test_a_link_into_a_folder_others_can_change_is_refused_and_a_sticky_root_folder_above_is_not(tmp_path: Path) -> None:
+    # The file read is the link's target, so the folders it lies in count as well.
+    shared = tmp_path / "shared"
+    shared.mkdir()
+    (shared / "jobs.yaml").write_text(job("shared"))
+    shared.chmod(0o777)
+    etc = manifests(tmp_path / "etc")
+    (etc / "linked.yaml").symlink_to(shared / "jobs.yaml")
+    # A root-owned sticky folder above (as /tmp) lets others add names, never replace ours.
+    sticky = tmp_path / "sticky"
+    sticky.mkdir()
+    sticky.chmod(0o1777)
+    inner = manifests(sticky / "jobgen", **{"inner.yaml": job("inner")})
+    r, out = run_generator(tmp_path, etc, inner)
+    assert r.returncode == 0
+    assert r.stderr.splitlines() == [
+        f"jobgen-generator: {etc}/linked.yaml skipped: it is a link into {shared}, and {shared} can be written by others "
+        "(mode 0777): whoever can change that folder could replace or mask its manifests (chown root; chmod go-w); "
+        "none of its units were generated; fix it, then `systemctl daemon-reload`"]
+    assert sorted(p for p in tree(out) if p.endswith(".timer") and "/" not in p) == ["inner.timer"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="only root can give a folder away")
+def test_a_folder_of_another_user_holds_no_manifest(tmp_path: Path) -> None:
+    etc = manifests(tmp_path / "etc", **{"good.yaml": job("good")})
+    os.chown(etc, 4242, 4242)
+    r, out = run_generator(tmp_path, etc)
+    assert r.returncode == 0
+    assert r.stderr.splitlines() == [
+        f"jobgen-generator: {etc}/good.yaml skipped: {etc} belongs to uid 4242, not to root: whoever can change that "
+        "folder could replace or mask its manifests (chown root; chmod go-w); none of its units were generated; "
+        "fix it, then `systemctl daemon-reload`"]
+    assert not any(p.endswith(".timer") for p in tree(out))
+
+
 def test_a_manifest_name_with_a_line_break_is_one_line_per_problem(tmp_path: Path) -> None:
     src = manifests(tmp_path / "etc", **{"good.yaml": job("good"), "a\nb.yaml": job("split")})
     r, out = run_generator(tmp_path, src)

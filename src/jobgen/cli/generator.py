@@ -138,17 +138,16 @@ def run(argv: list[str], env: dict[str, str]) -> int:
     dirs = sources.manifest_dirs(env)
     if not sources.any_manifest(dirs):
         return 0  # what most hosts at most reloads get: nothing to write, nothing loaded
-    paths = sources.discover(dirs)
-    if not paths:
+    # A manifest anyone could have written, or in a folder anyone could change, is not
+    # compiled, nor served from the cache.
+    paths, refused = sources.choose(dirs)
+    if not paths and not refused:
         return 0
     log = Log(env)
     normal = argv[0]
-    # A manifest anyone could have written is not compiled, nor served from the cache.
-    refused = [(path, why) for path in paths if (why := sources.untrusted(path)) is not None]
     for path, why in refused:
         log("error", f"{IDENT}: {path} skipped: {why}; none of its units were generated; fix it, then "
                      "`systemctl daemon-reload`")
-    paths = [path for path in paths if path not in dict(refused)]
     if not paths:
         return _boot_report(log, normal)
     from jobgen.host import gencache

@@ -75,12 +75,65 @@ def untrusted(path: str) -> str | None:
     if st.st_mode & 0o022:
         return (f"others can write it (mode {st.st_mode & 0o7777:04o}): anyone could make its jobs run as root; "
                 "make it writable by its owner alone (chmod go-w)")
+    if os.path.islink(path):  # the file read is the link's target: its folders count too
+        real = os.path.dirname(os.path.realpath(path))
+        if real != os.path.realpath(os.path.dirname(path)) and (why := untrusted_folder(real)) is not None:
+            return f"it is a link into {real}, and {why}"
     return None
+
+
+def untrusted_folder(folder: str) -> str | None:
+    """Why no manifest in ``folder`` may be compiled or mask another, or None.
+
+    Whoever can write a folder on the way to a manifest can replace it, or hide the
+    vendor's with an empty file or a link to /dev/null, whatever the file's own owner and
+    mode. So the folder and every folder above it must pass the rule the caches use
+    (compiler/trust.py, sshd's StrictModes): root's (or this user's), and nobody else can
+    write it; a folder above may be root's and sticky (/tmp). A folder reached through a
+    link is judged where it really is."""
+    from jobgen.compiler import trust  # os and stat only; asked only once a manifest is found
+
+    try:
+        os.close(trust.open_folder(os.path.realpath(folder), create=False))
+    except trust.Untrusted as exc:
+        return f"{exc}: whoever can change that folder could replace or mask its manifests (chown root; chmod go-w)"
+    except OSError as exc:
+        return f"its folder cannot be read: {exc.strerror or exc}"
+    return None
+
+
+def choose(dirs: tuple[str, ...]) -> tuple[list[str], list[tuple[str, str]]]:
+    """The manifests to compile, and those refused with why (untrusted, untrusted_folder).
+
+    Asked of the winners before masks are applied: a mask in a folder others can write
+    is refused like a manifest there, never obeyed."""
+    chosen: list[str] = []
+    refused: list[tuple[str, str]] = []
+    folders: dict[str, str | None] = {}
+    for path in winners(dirs):
+        folder = os.path.dirname(path)
+        if folder not in folders:
+            folders[folder] = untrusted_folder(folder)
+        why = folders[folder]
+        if why is None:
+            if _masked(path):
+                continue
+            why = untrusted(path)
+        if why is None:
+            chosen.append(path)
+        else:
+            refused.append((path, why))
+    return chosen, refused
 
 
 def discover(dirs: tuple[str, ...]) -> list[str]:
     """The manifests to generate from, in file-name order: per file name, the one in the
     first folder that has it; a masked winner hides the name altogether."""
+    return [path for path in winners(dirs) if not _masked(path)]
+
+
+def winners(dirs: tuple[str, ...]) -> list[str]:
+    """Per file name, in file-name order, the path in the first folder that has it."""
     chosen: dict[str, str] = {}
     for folder in dirs:
         try:
@@ -90,4 +143,4 @@ def discover(dirs: tuple[str, ...]) -> list[str]:
         for name in names:
             if is_manifest_name(name) and name not in chosen:
                 chosen[name] = os.path.join(folder, name)
-    return [chosen[name] for name in sorted(chosen) if not _masked(chosen[name])]
+    return [chosen[name] for name in sorted(chosen)]
