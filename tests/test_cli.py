@@ -290,3 +290,45 @@ def test_an_unforeseen_failure_is_one_line_and_exit_70(tmp_path: Path, monkeypat
     monkeypatch.setenv("JOBGEN_DEBUG", "1")
     assert app.run(["check", str(ROOT / "examples" / "shop.yaml")]) == 70
     assert "Traceback (most recent call last)" in capsys.readouterr().err
+
+
+# A value the operator (or a script) passes comes back inside jobgen's own line, escaped:
+# a line break in it must not start a second line that reads like jobgen's, in a terminal,
+# a CI log or the journal (contract/oneline.py).
+ONE_LINE_CASES = [
+    (["plan", "{m}", "--job", "x\njobgen: ok"], 2,
+     "jobgen: error: {m}: no job 'x\\njobgen: ok'; jobs: j"),
+    (["plan", "{m}", "--from", "2026\nforged"], 2,
+     "jobgen: error: --from 2026\\nforged: expected an ISO 8601 time such as 2026-03-29T00:00:00Z"),
+    (["run", "{m}", "x\x1b[2Ky"], 2,
+     "jobgen: error: {m}: no job 'x\\x1b[2Ky'; jobs: j"),
+    (["render", "{m}", "-o", "{out}", "--layout", "flat\nforged"], 2,
+     "jobgen: error: --layout flat\\nforged: choose one of flat, etc, usr, debian"),
+    (["lock", "--backend", "redis://127.0.0.1:1", "--name", "n", "--job", "a\nforged", "--connect-timeout", "1", "--", "true"], 69,
+     "jobgen-lock[a\\nforged]: unreachable name=n backend=redis://127.0.0.1:1 "),
+]
+
+
+@pytest.mark.parametrize("argv, code, line", ONE_LINE_CASES, ids=["plan --job", "plan --from", "run JOB", "render --layout", "lock --job"])
+def test_a_value_with_a_line_break_is_shown_on_one_line(tmp_path: Path, argv: list[str], code: int, line: str) -> None:
+    m = write(tmp_path / "m.yaml", 'jobgen: 1\ntarget: {systemd: "252"}\njobs:\n  j:\n    command: [/bin/true]\n    schedule: daily\n')
+    fill = {"m": str(m), "out": str(tmp_path / "out")}
+    r = jobgen(*[a.format(**fill) for a in argv])
+    assert r.returncode == code
+    assert len(r.stderr.splitlines()) == 1 and "\x1b" not in r.stderr, r.stderr
+    assert r.stderr.startswith(line.format(**fill))
+    assert not (tmp_path / "out").exists()
+
+
+@pytest.mark.parametrize("text, shown", [
+    ("plain text, é and ß", "plain text, é and ß"),  # printable: as it is
+    ("a\nb\rc\td", "a\\nb\\rc\\td"),
+    ("\x00\x1b[31m\x7f", "\\x00\\x1b[31m\\x7f"),
+    ("\u2028\u200b\ufeff", "\\u2028\\u200b\\ufeff"),  # line separator, zero width, BOM
+    (os.fsdecode(b"bad\xffname"), "bad\\xffname"),  # a byte that was not UTF-8, as file names hold it
+    ("\ud800", "\\ud800"),  # a lone surrogate that stands for no byte
+])
+def test_one_line_escapes_what_is_not_printable(text: str, shown: str) -> None:
+    from jobgen.contract.oneline import one_line
+
+    assert one_line(text) == shown

@@ -30,6 +30,7 @@ from typing import Optional
 import typer
 
 from jobgen import __version__
+from jobgen.contract.oneline import one_line
 from jobgen.cli.exits import (EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, STDOUT_PRODUCT,
                               output_lost)
 
@@ -61,7 +62,9 @@ class CliError(Exception):
 
 
 def err(line: str) -> None:
-    typer.echo(line, err=True)
+    """One line on stderr, whatever it quotes: a value with a line break (`--job $'a\nb'`,
+    a file name) cannot start a line that reads like jobgen's own (contract/oneline.py)."""
+    typer.echo(one_line(line), err=True)
 
 
 def emit_json(doc: dict) -> None:
@@ -338,6 +341,7 @@ def run(argv: list[str]) -> int:
             emit_json({"ok": False, "error": exc.message, "exit_code": exc.code, "diagnostics": []})
         return exc.code
     except _click.UsageError as exc:
+        exc.message = one_line(exc.message)
         if as_json:
             err(f"jobgen: error: {exc.format_message()}")
             emit_json({"ok": False, "error": f"usage: {exc.format_message()}", "exit_code": exc.exit_code, "diagnostics": []})

@@ -68,7 +68,9 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
     try:  # a job the validator refuses is reported by line; any other refusal is jobgen's bug
         result = tool.settle(imported, crontab.name, str(output or "<import>"))
     except ManifestError as exc:
-        err(f"jobgen: internal error: the imported manifest does not validate:\n{exc}")
+        err("jobgen: internal error: the imported manifest does not validate:")
+        for d in exc.diagnostics:
+            err(str(d))
         return EXIT_INTERNAL
     zone = zone or host_cron.host_zone(Path("/"))
     for note in imported.notes:

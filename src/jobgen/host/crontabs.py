@@ -29,6 +29,8 @@ import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from jobgen.contract.oneline import one_line
+
 ETC_CRONTAB = "etc/crontab"
 CRON_D = "etc/cron.d"
 ANACRONTAB = "etc/anacrontab"
@@ -145,15 +147,8 @@ class _Refused(Exception):
     pass
 
 
-def printable(text: str) -> str:
-    """A path as one line of the report: a byte that is not UTF-8 as \\xNN, a control
-    character (a newline in a file name) as its escape."""
-    text = text.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
-    return "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-
-
 def _shown(root: Path, rel: str) -> str:
-    return printable(str(root / rel) if str(root) != "/" else "/" + rel)
+    return one_line(str(root / rel) if str(root) != "/" else "/" + rel)
 
 
 def _inside(root: Path, rel: str) -> str:
@@ -161,7 +156,7 @@ def _inside(root: Path, rel: str) -> str:
     real_root = os.path.realpath(root)
     real = os.path.realpath(root / rel)
     if real != real_root and not real.startswith(real_root.rstrip("/") + "/"):
-        raise _Refused(f"it leads out of the root (to {printable(real)}); jobgen does not read through it")
+        raise _Refused(f"it leads out of the root (to {one_line(real)}); jobgen does not read through it")
     return real
 
 
@@ -374,7 +369,7 @@ def read_host(root: Path) -> HostCron:
 def _spool_problem(root: Path, rel: str, name: str, passwd: dict[str, int]) -> str | None:
     """Debian's cron and cronie (database.c): the file's name is the user; it must exist and own the file."""
     if name not in passwd:
-        return f"cron skips it: no user '{printable(name)}' in {_shown(root, PASSWD)} (cron: ORPHAN)"
+        return f"cron skips it: no user '{one_line(name)}' in {_shown(root, PASSWD)} (cron: ORPHAN)"
     try:
         st = os.lstat(root / rel)
     except OSError as exc:

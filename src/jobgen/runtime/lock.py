@@ -43,6 +43,7 @@ import time
 from collections.abc import Mapping
 
 from jobgen.contract import locks
+from jobgen.contract.oneline import one_line
 from jobgen.runtime import backends, tree
 from jobgen.runtime.backends import AuthFailed, ConfigError, LockError, ServerError, Unreachable
 
@@ -191,7 +192,8 @@ def parse(argv: list[str]) -> tuple[argparse.Namespace, list[str]]:
 
 
 def _setup_logging(tag: str) -> None:
-    log.prefix = f"jobgen-lock[{tag}]: "
+    # A --job given by hand may hold a line break: the journal must get one line per event.
+    log.prefix = f"jobgen-lock[{one_line(tag)}]: "
 
 
 def main(argv: list[str]) -> int:

@@ -33,6 +33,7 @@ from zoneinfo import ZoneInfo
 
 from jobgen.compiler import cron, limits, notify, shellwords, timespec
 from jobgen.compiler.names import ENV_NAME, USER_NAME
+from jobgen.contract.oneline import one_line
 
 # The importer compares cron's rules with jobgen's calendar engine (systemd's algorithm, with
 # its faults: tests/test_calendar_parity.py) before it writes a schedule; the test suite proves
@@ -228,23 +229,10 @@ MESSAGE_CHARS = 300
 
 
 def _shown(message: str) -> str:
-    message = printable(message)
+    message = one_line(message)
     if len(message) <= MESSAGE_CHARS:
         return message
     return f"{message[:MESSAGE_CHARS]}... ({len(message) - MESSAGE_CHARS:,} more characters)"
-
-
-def printable(text: str) -> str:
-    """Text with each character that is not printable (controls, NUL, DEL, format characters
-    such as U+200B and U+FEFF, line separators) written as a Python-style escape."""
-    if text.isprintable():
-        return text
-    return "".join(c if c.isprintable() else _escape(c) for c in text)
-
-
-def _escape(c: str) -> str:
-    n = ord(c)
-    return f"\\x{n:02x}" if n < 0x100 else f"\\u{n:04x}" if n < 0x10000 else f"\\U{n:08x}"
 
 
 # cron mails whatever a job prints; a timer's job prints to the journal, and jobgen mails
@@ -629,7 +617,7 @@ def _manifest(imported: Imported, source: str) -> tuple[str, dict[str, tuple[int
     """The manifest text and, per job, the first and last line of its entry (settle() maps the
     validator's positions back to crontab lines with them)."""
     lines = [
-        f"# Imported by `jobgen import-crontab` from {printable(source)}.",
+        f"# Imported by `jobgen import-crontab` from {one_line(source)}.",
         "# Each schedule was compared with cron's rules; cron's DST handling differs (README: import-crontab).",
         "# cron starts a run even while the previous one is still going; these jobs skip instead",
         "# (overlap: skip, jobgen's default): set overlap: allow to keep cron's behaviour.",
@@ -641,7 +629,7 @@ def _manifest(imported: Imported, source: str) -> tuple[str, dict[str, tuple[int
     spans: dict[str, tuple[int, int]] = {}
     for job in imported.jobs:
         first = len(lines) + 1
-        lines.append(f"  # line {job.line}: {printable(job.source)}")
+        lines.append(f"  # line {job.line}: {one_line(job.source)}")
         lines.append(f"  {job.name}:")
         lines.append(f"    description: {_q(f'cron: {job.source}')}")
         lines.append("    command: [" + ", ".join(_q(w) for w in job.command) + "]")
@@ -695,5 +683,5 @@ def settle(imported: Imported, source: str, where: str) -> str:
                 refused.setdefault(name, d.message)
             for job in imported.jobs:
                 if job.name in refused:
-                    imported.problems.append(Problem(job.line, printable(f"jobgen refuses the translation: {refused[job.name]}")))
+                    imported.problems.append(Problem(job.line, one_line(f"jobgen refuses the translation: {refused[job.name]}")))
             imported.jobs = [j for j in imported.jobs if j.name not in refused]

@@ -34,6 +34,7 @@ from pathlib import Path
 from jobgen.runtime import journal
 from jobgen.contract import outcomes
 from jobgen.contract.locks import EXIT as LOCK_EXIT
+from jobgen.contract.oneline import one_line
 from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL, ON_FULL, REJECT, SET_ASIDE
 from jobgen.contract import policies
 from jobgen.contract.policies import TIMEOUT_EXIT
@@ -106,8 +107,8 @@ def open_store(args: argparse.Namespace):
 
         def report(bad: SetAside) -> None:
             # Journal, or stderr where there is none: a set-aside file is never silent.
-            where = f"moved to {_shown(bad.moved_to)}" if bad.moved_to else "skipped where it is"
-            _log(args.job, outcomes.SET_ASIDE, f"{bad.state}/{_shown(bad.name)} is not a complete request ({bad.reason}): "
+            where = f"moved to {one_line(bad.moved_to)}" if bad.moved_to else "skipped where it is"
+            _log(args.job, outcomes.SET_ASIDE, f"{bad.state}/{one_line(bad.name)} is not a complete request ({bad.reason}): "
                  f"{where}, never run", priority=4, fallback=True)
 
         return Spool(Path(args.spool), args.max_pending, args.on_full, args.max_attempts, report=report)
@@ -167,11 +168,6 @@ def _log(job: str, outcome: str, message: str, request_id: str = "", priority: i
     if inv := os.environ.get("INVOCATION_ID"):
         fields["JOBGEN_INVOCATION_ID"] = inv
     journal.send(fields, fallback=fallback)
-
-
-def _shown(name: str) -> str:
-    """A file name someone else chose, on one line: newlines and other controls escaped."""
-    return name if name.isprintable() else name.encode("unicode_escape", "backslashreplace").decode("ascii")
 
 
 def enqueue(args: argparse.Namespace, extra: list[str]) -> Result:
@@ -248,9 +244,9 @@ def queue_cmd(args: argparse.Namespace) -> Result:
         age = max(0, (now - r.enqueued_usec) // 1_000_000)
         status = "" if r.last_status is None else f" last exit {r.last_status}"
         # Arguments are whoever enqueued's: escaped, so one cannot print a row of its own.
-        out.append(f"{state:8} {r.id}  age {age}s  attempts {r.attempts}{status}  {' '.join(map(_shown, r.args))}".rstrip())
+        out.append(f"{state:8} {r.id}  age {age}s  attempts {r.attempts}{status}  {' '.join(map(one_line, r.args))}".rstrip())
     for name, why in aside:
-        out.append(f"{SET_ASIDE:9} {_shown(str(store.root / SET_ASIDE / name))}  ({why}; never run: inspect it, then remove it)")
+        out.append(f"{SET_ASIDE:9} {one_line(str(store.root / SET_ASIDE / name))}  ({why}; never run: inspect it, then remove it)")
     return Result(out=out)
 
 
