@@ -101,3 +101,27 @@ def test_version_to_a_reader_that_left_is_silent_and_0():
     p = subprocess.Popen([*JOBGEN, "--version"], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
     p.stdout.close()  # before jobgen writes: its write meets no reader (EPIPE)
     assert (p.wait(timeout=120), p.stderr.read()) == (EXIT_OK, b"")
+
+
+@pytest.mark.parametrize("fmt", ["text", "json"])
+@pytest.mark.parametrize("redirect, line", [(">/dev/full", ENOSPC), (">&-", EBADF)], ids=["full", "closed"])
+def test_a_queue_listing_that_cannot_be_written_is_73_and_enqueue_keeps_its_request(tmp_path, fmt, redirect, line):
+    """`jobgen queue` answers with its listing, as `status` does: lost, it is 73, never a
+    silent 0 with nothing shown. enqueue's request is recorded all the same: its code
+    stays 0, with the line, and the request is there."""
+    store = ["--spool", str(tmp_path), "--job", "j"]
+    r = sh("enqueue", *store, redirect=redirect)
+    assert (r.returncode, r.stdout) == (EXIT_OK, "")
+    assert r.stderr.splitlines() == [f"jobgen enqueue: j: enqueued: {next((tmp_path / 'pending').iterdir()).stem} (1 pending)",
+                                     line.rstrip("\n")]
+    r = sh("queue", *store, "--format", fmt, redirect=redirect)
+    assert (r.returncode, r.stdout, r.stderr) == (EXIT_OUTPUT, "", line)
+
+
+def test_a_queue_listing_to_a_reader_that_left_is_silent_and_0(tmp_path):
+    store = ["--spool", str(tmp_path), "--job", "j"]
+    for _ in range(3):
+        subprocess.run([*JOBGEN, "enqueue", *store], capture_output=True, check=True, timeout=120)
+    p = subprocess.Popen([*JOBGEN, "queue", *store], stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    p.stdout.close()  # before jobgen writes: its write meets no reader (EPIPE)
+    assert (p.wait(timeout=120), p.stderr.read()) == (EXIT_OK, b"")

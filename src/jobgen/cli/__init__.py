@@ -46,9 +46,9 @@ def main() -> None:
 
             print(f"jobgen {argv[0]}: interrupted", file=sys.stderr)
             sys.exit(EXIT_INTERRUPTED)
-        _say(sys.stdout, result.out)
+        lost = _say(sys.stdout, result.out)
         _say(sys.stderr, result.err)
-        sys.exit(result.code)
+        sys.exit(_judged(lost, result.code, result.out_is_product))
     try:
         from jobgen.cli.app import run_process
     except ModuleNotFoundError as exc:
@@ -64,23 +64,42 @@ def main() -> None:
     sys.exit(run_process(argv))
 
 
-def _say(stream, lines: list[str]) -> None:
-    """Write a runtime verb's lines. A reader gone away (`jobgen queue ... | head -1`), or a
-    stream the caller closed, loses only the text, never the outcome: the exit code stays
-    the command's (enqueue's request is recorded all the same), with no traceback."""
-    if stream is None:
-        return
+def _say(stream, lines: list[str]) -> OSError | None:
+    """Write a runtime verb's lines, with no traceback whatever happens to the stream;
+    what could not be written is returned for _judged (None: all of it went)."""
+    if stream is None:  # the caller closed it (`>&-`): lost as a write to it would be
+        return OSError(errno.EBADF, os.strerror(errno.EBADF)) if lines else None
     try:
         for line in lines:
             print(line, file=stream)
         stream.flush()
-    except (OSError, ValueError):
+    except (OSError, ValueError) as exc:
         # What is still buffered would fail again when the interpreter exits: send it nowhere.
         try:
             null = os.open(os.devnull, os.O_WRONLY)
             os.dup2(null, stream.fileno())
         except (OSError, ValueError):
             pass
+        return exc if isinstance(exc, OSError) else None
+    return None
+
+
+def _judged(lost: OSError | None, code: int, product: bool) -> int:
+    """A runtime verb's exit code once its stdout was written, by cli/app._lost_output's
+    rule: a reader that left (`jobgen queue ... | head -1`) had what it wanted; any other
+    loss (a full disk) is one line on stderr, and exit 73 when the lines were the verb's
+    product (the listing) and it had succeeded. enqueue's request is recorded all the same:
+    its code stays."""
+    if lost is None or lost.errno == errno.EPIPE:
+        return code
+    from jobgen.cli.exits import EXIT_OK, EXIT_OUTPUT, output_lost
+
+    if sys.stderr is not None:
+        try:
+            print(output_lost(lost), file=sys.stderr)
+        except (OSError, ValueError):
+            pass
+    return EXIT_OUTPUT if product and code == EXIT_OK else code
 
 
 def _product(text: str) -> int:

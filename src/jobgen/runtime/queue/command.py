@@ -55,6 +55,9 @@ class Result:
     code: int = EXIT_OK
     out: list[str] = field(default_factory=list)
     err: list[str] = field(default_factory=list)
+    # The listing is what `jobgen queue` was run for: lost, it is exit 73 (cli/exits.py
+    # STDOUT_PRODUCT), as `status` is. Other lines repeat what the journal records.
+    out_is_product: bool = False
 
 
 class _Parser(argparse.ArgumentParser):
@@ -237,7 +240,7 @@ def queue_cmd(args: argparse.Namespace) -> Result:
             ],
             SET_ASIDE: [{"file": f"{store.root / SET_ASIDE / name}", "why": why} for name, why in aside],
         }
-        return Result(out=[json.dumps(doc, indent=2, sort_keys=True)])
+        return Result(out=[json.dumps(doc, indent=2, sort_keys=True)], out_is_product=True)
     counts = ", ".join(f"{sum(1 for s, _ in rows if s == state)} {state}" for state in STATES)
     out = [f"# {args.job}: {counts}" + (f", {len(aside)} {SET_ASIDE}" if aside else "")]
     for state, r in rows:
@@ -247,7 +250,7 @@ def queue_cmd(args: argparse.Namespace) -> Result:
         out.append(f"{state:8} {r.id}  age {age}s  attempts {r.attempts}{status}  {' '.join(map(one_line, r.args))}".rstrip())
     for name, why in aside:
         out.append(f"{SET_ASIDE:9} {one_line(str(store.root / SET_ASIDE / name))}  ({why}; never run: inspect it, then remove it)")
-    return Result(out=out)
+    return Result(out=out, out_is_product=True)
 
 
 def main(verb: str, argv: list[str]) -> Result:
