@@ -42,6 +42,9 @@ STDOUT_PRODUCT = {
     "status": (True, ("-o", "--output")),
     "import_crontab": (True, ("-o", "--output")),
     "plan": (True, ()),
+    # The listing (runtime/queue/command.py Result.out_is_product, which judges the verbs'
+    # output); --retry and --drop only confirm what they did.
+    "queue": (True, ("--retry", "--drop")),
     "schema": (True, ()),
     "directives": (True, ()),
     "completion": (True, ()),
