@@ -332,3 +332,27 @@ def test_one_line_escapes_what_is_not_printable(text: str, shown: str) -> None:
     from jobgen.contract.oneline import one_line
 
     assert one_line(text) == shown
+
+
+# Outcomes a command ends with a line on stderr alone: with --format json they are one
+# JSON document on stdout too, the error its line's words (cli/app.py run, _Said), so a
+# pipeline or a monitor that parses stdout never reads nothing.
+QUEUED = 'jobgen: 1\ntarget: {systemd: "252"}\njobs:\n  q:\n    command: [/bin/true]\n    schedule: daily\n    overlap: queue\n'
+LINE_ONLY_OUTCOMES = [
+    ("plan, no such job", ["plan", "{m}", "--job", "nope"], 2, "{m}: no job 'nope'; jobs: q"),
+    ("plan, bad --from", ["plan", "{m}", "--from", "later"], 2, "--from later: expected an ISO 8601 time such as 2026-03-29T00:00:00Z"),
+    ("status, no journalctl", ["status", "{m}"], 4, "cannot run journalctl: No such file or directory on PATH's absolute folders"),
+    ("status, -o cannot be written", ["status", "{m}", "-o", "{file}/x"], 73, "cannot write {file}/x: Not a directory"),
+    ("queue MANIFEST, no such queued job", ["queue", "{m}", "nope"], 2, "{m}: no queued job 'nope'; queued jobs: q"),
+    ("queue --spool, no spool", ["queue", "--spool", "{out}", "--job", "q"], 71, "cannot use the queue: No such file or directory: {out}"),
+]
+
+
+@pytest.mark.parametrize("what,argv,code,error", LINE_ONLY_OUTCOMES, ids=[o[0] for o in LINE_ONLY_OUTCOMES])
+def test_format_json_answers_an_outcome_said_only_on_stderr(tmp_path: Path, what: str, argv: list[str], code: int, error: str) -> None:
+    fill = {"m": str(write(tmp_path / "m.yaml", QUEUED)), "file": str(write(tmp_path / "file", "")), "out": str(tmp_path / "out")}
+    env = {**os.environ, "PATH": str(tmp_path)}  # no systemctl nor journalctl: the same answer on every machine
+    r = jobgen(*[a.format(**fill) for a in argv], "--format", "json", env=env)
+    assert r.returncode == code, r.stderr
+    assert json.loads(r.stdout) == {"format": 1, "ok": False, "error": error.format(**fill), "exit_code": code, "diagnostics": []}
+    assert r.stderr.splitlines()[-1].endswith(error.format(**fill))

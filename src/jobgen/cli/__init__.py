@@ -46,6 +46,14 @@ def main() -> None:
 
             print(f"jobgen {argv[0]}: interrupted", file=sys.stderr)
             sys.exit(EXIT_INTERRUPTED)
+        if result.code != 0 and not result.out and _json_asked(argv):
+            # --format json answers every outcome on stdout, as the typer commands' does.
+            import json
+
+            from jobgen.cli.exits import failure_document
+
+            error = result.err[-1].split(": ", 1)[-1] if result.err else ""
+            result.out = [json.dumps(failure_document(error, result.code), indent=2, sort_keys=True)]
         lost = _say(sys.stdout, result.out)
         _say(sys.stderr, result.err)
         sys.exit(_judged(lost, result.code, result.out_is_product))
@@ -62,6 +70,11 @@ def main() -> None:
         sys.exit(EXIT_INVALID)
 
     sys.exit(run_process(argv))
+
+
+def _json_asked(argv: list[str]) -> bool:
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    return "--format=json" in words or any(a == "--format" and b == "json" for a, b in zip(words, words[1:]))
 
 
 def _say(stream, lines: list[str]) -> OSError | None:

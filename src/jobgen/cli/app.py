@@ -31,14 +31,13 @@ import typer
 
 from jobgen import __version__
 from jobgen.contract.oneline import one_line
-from jobgen.cli.exits import (EXIT_CODES, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, STDOUT_PRODUCT,
-                              output_lost)
+from jobgen.cli.exits import (EXIT_CODES, EXIT_DRIFT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, JSON_FORMAT,
+                              STDOUT_PRODUCT, failure_document, output_lost)
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
 COMMANDS = ("render", "check", "run", "apply", "queue", "plan", "status", "import_crontab", "schema", "lock", "directives", "completion")
 # A command whose name is not its module's (every other command is the module's name).
 OTHER_NAMES = {"import-crontab": "import_crontab", "enqueue": "queue"}
-JSON_FORMAT = 1  # "format" in every JSON document; raised when a field changes meaning
 CONTEXT = {"help_option_names": ["-h", "--help"]}
 # The click typer runs on: the click package up to typer 0.2x, its own copy since. Its
 # exception classes are taken from there rather than from an `import click`.
@@ -61,14 +60,35 @@ class CliError(Exception):
         super().__init__(message)
 
 
+class _Said:
+    """What this process has answered so far, for ``run``'s --format json rule: every
+    outcome is one JSON document on stdout, also one a command ended with only a line on
+    stderr (an unreachable systemd, an unknown --job)."""
+
+    json = False  # a JSON document went to stdout (emit_json, or a child given --format json)
+    error = ""  # the last `jobgen: error: ...` line, without its prefix
+
+
 def err(line: str) -> None:
     """One line on stderr, whatever it quotes: a value with a line break (`--job $'a\nb'`,
     a file name) cannot start a line that reads like jobgen's own (contract/oneline.py)."""
-    typer.echo(one_line(line), err=True)
+    line = one_line(line)
+    if line.startswith(_ERROR):
+        _Said.error = line[len(_ERROR):]
+    typer.echo(line, err=True)
+
+
+_ERROR = "jobgen: error: "
 
 
 def emit_json(doc: dict) -> None:
+    _Said.json = True
     typer.echo(json.dumps({"format": JSON_FORMAT, **doc}, indent=2, sort_keys=True))
+
+
+def json_answered() -> None:
+    """A child given --format json wrote the answer on this stdout (`jobgen queue MANIFEST JOB`)."""
+    _Said.json = True
 
 
 SystemdOpt = typer.Option(None, "--systemd", metavar="VERSION", help="Target systemd: a version (252), a range ('>=252,<258') or 'auto' (this host).")
@@ -212,7 +232,9 @@ def app(only: str | None = None) -> typer.Typer:
 
 
 def _wants_json(argv: list[str]) -> bool:
-    return "--format=json" in argv or any(a == "--format" and b == "json" for a, b in zip(argv, argv[1:]))
+    # Not after `--`: there the words are a job's own (`jobgen run M JOB -- --format json`).
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    return "--format=json" in words or any(a == "--format" and b == "json" for a, b in zip(words, words[1:]))
 
 
 def _fewer_collections() -> None:
@@ -338,13 +360,13 @@ def run(argv: list[str]) -> int:
     except CliError as exc:
         err(f"jobgen: error: {exc.message}")
         if as_json:
-            emit_json({"ok": False, "error": exc.message, "exit_code": exc.code, "diagnostics": []})
+            emit_json(failure_document(exc.message, exc.code))
         return exc.code
     except _click.UsageError as exc:
         exc.message = one_line(exc.message)
         if as_json:
             err(f"jobgen: error: {exc.format_message()}")
-            emit_json({"ok": False, "error": f"usage: {exc.format_message()}", "exit_code": exc.exit_code, "diagnostics": []})
+            emit_json(failure_document(f"usage: {exc.format_message()}", exc.exit_code))
         else:
             exc.show()
         return exc.exit_code
@@ -352,14 +374,17 @@ def run(argv: list[str]) -> int:
         exc.show()
         return exc.exit_code
     except _EXIT as exc:  # raised outside click's main (e.g. by a callback)
-        return exc.exit_code
+        code = exc.exit_code
     except (*_ABORT, KeyboardInterrupt):
         # click turns Ctrl-C into Abort; either way it is the operator's choice, not a failure
         err("jobgen: interrupted")
         return EXIT_INTERRUPTED
     except Exception as exc:  # noqa: BLE001 - the one place every unforeseen failure ends
         return internal_error(exc, as_json)
-    return code if isinstance(code, int) else EXIT_OK
+    code = code if isinstance(code, int) else EXIT_OK
+    if as_json and code not in (EXIT_OK, EXIT_DRIFT) and not _Said.json:
+        emit_json(failure_document(_Said.error, code))
+    return code
 
 
 def internal_error(exc: BaseException, as_json: bool) -> int:
@@ -374,5 +399,5 @@ def internal_error(exc: BaseException, as_json: bool) -> int:
         traceback.print_exception(exc, file=sys.stderr)
     err(f"jobgen: {message}")
     if as_json:
-        emit_json({"ok": False, "error": message, "exit_code": EXIT_INTERNAL, "diagnostics": []})
+        emit_json(failure_document(message, EXIT_INTERNAL))
     return EXIT_INTERNAL

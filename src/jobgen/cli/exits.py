@@ -85,3 +85,19 @@ EXIT_CODES = (
     (TIMEOUT_EXIT, "run: the job ran past its timeout and was stopped"),
     (LOCK_EXIT["usage"][0], "lock: usage; 69, 76, 77, 78: see README 'Cluster locks'"),
 )
+
+
+# "format" in every JSON document jobgen prints; raised when a field changes meaning.
+JSON_FORMAT = 1
+
+
+def failure_document(error: str, code: int) -> dict:
+    """The answer of `--format json` to an outcome that is not a success and that the
+    command did not answer itself: what its stderr line says, or the table's meaning of
+    the code. One shape for every command, the typer commands and the queue verbs alike."""
+    return {"format": JSON_FORMAT, "ok": False, "error": error or meaning(code), "exit_code": code, "diagnostics": []}
+
+
+def meaning(code: int) -> str:
+    """EXIT_CODES' words for ``code`` ("exit N" for a code jobgen does not name)."""
+    return next((text for c, text in EXIT_CODES if c == code), f"exit {code}")

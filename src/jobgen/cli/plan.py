@@ -9,7 +9,7 @@ from typing import Optional
 import typer
 
 from jobgen.cli.app import Format, FormatOpt, PresetOpt, SystemdOpt, build_all, emit_json, err, resolve_target
-from jobgen.cli.exits import EXIT_INVALID, EXIT_OK
+from jobgen.cli.exits import EXIT_INVALID, EXIT_OK, failure_document
 
 
 def _parse_from(text: Optional[str]) -> datetime:
@@ -59,6 +59,8 @@ def plan(manifest: Path, *, job: Optional[str], next_: int, start: Optional[str]
         report = tool.report(model, result.plan, when, next_, local_zone, job)
     except tool.Uncomputable as exc:
         err(str(exc.diagnostic))
+        if fmt == Format.json:
+            emit_json(failure_document(exc.diagnostic.message, EXIT_INVALID) | {"diagnostics": [exc.diagnostic.as_json()]})
         return EXIT_INVALID
     if fmt == Format.json:
         emit_json(report.as_json())

@@ -15,13 +15,13 @@ from typing import Optional
 import typer
 
 from jobgen.cli import completion
-from jobgen.cli.app import Format, FormatOpt, SystemdOpt, build_all, err, resolve_target
+from jobgen.cli.app import Format, FormatOpt, SystemdOpt, build_all, err, json_answered, resolve_target
 from jobgen.cli.exits import EXIT_INVALID
 from jobgen.runtime import spawn
 
 
-def _queued_job(manifest: Path, job: str, systemd: Optional[str]):
-    (result,) = build_all([manifest], resolve_target(systemd, None), _self(), Format.text)
+def _queued_job(manifest: Path, job: str, systemd: Optional[str], fmt: Format = Format.text):
+    (result,) = build_all([manifest], resolve_target(systemd, None), _self(), fmt)
     store = result.plan.queues.get(job)
     if store is None:
         queued = sorted(result.plan.queues)
@@ -61,9 +61,12 @@ def enqueue(manifest: Path, job: str, args: list[str], *, systemd: Optional[str]
 def queue(manifest: Path, job: str, *, retry: Optional[str] = None, drop: Optional[str] = None,
           systemd: Optional[str] = None, fmt: Format = Format.text) -> int:
     """List ``job``'s requests, or retry or drop one, as the job's user; the exit code."""
-    spec, store = _queued_job(manifest, job, systemd)
+    spec, store = _queued_job(manifest, job, systemd, fmt)
     action = ["--retry", retry] if retry else ["--drop", drop] if drop else []
-    return _run_as_job(spec, ["queue", *store, *action, "--format", fmt.value])
+    code = _run_as_job(spec, ["queue", *store, *action, "--format", fmt.value])
+    if fmt == Format.json:
+        json_answered()  # the runtime verb answers every outcome itself (cli/__init__.py)
+    return code
 
 
 def register(app: typer.Typer) -> None:

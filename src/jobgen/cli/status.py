@@ -109,7 +109,8 @@ def status(manifest: Path, *, since: str, fmt: StatusFormat = StatusFormat.text,
     from jobgen.compiler import plan
     from jobgen.host import status as host
 
-    (result,) = build_all([manifest], None, plan.DEFAULT_HOLDER, Format.text)
+    # A manifest's problems in the format asked for (JSON diagnostics with --format json).
+    (result,) = build_all([manifest], None, plan.DEFAULT_HOLDER, Format.json if fmt == StatusFormat.json else Format.text)
     users = {job: run.user for job, run in result.plan.runs.items()}
     sources = host.sources_of(result.plan.journal_units, users)
     if output is None:
