@@ -400,3 +400,19 @@ def test_root_in_a_users_spool_moves_nothing_through_a_link_the_user_planted(pub
         assert "Traceback" not in r.stderr
     assert sorted(p.name for p in victim.iterdir()) == ["shadow"]
     assert (victim / "shadow").read_text() == "root:secret\n" and (victim / "shadow").stat().st_uid == 0
+
+
+def test_a_listing_shows_an_argument_that_is_not_utf8_as_its_bytes_and_stays_utf8_json(tmp_path):
+    # An argument from argv is bytes: one that is not UTF-8 reached the JSON as a lone
+    # surrogate escape ("\\udce9"), which strict JSON parsers refuse. Now, as journalctl
+    # gives such a field, the array of its bytes; the text listing escapes it.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    rid = enqueue(spool, os.fsdecode(b"caf\xe9"), "ok")
+    r = jobgen("queue", *store(spool), "--format", "json")
+    assert r.returncode == 0, r.stderr
+    assert "\\ud" not in r.stdout
+    (request,) = json.loads(r.stdout)["requests"]
+    assert (request["id"], request["args"]) == (rid, [list(b"caf\xe9"), "ok"])
+    text = jobgen("queue", *store(spool)).stdout.splitlines()
+    assert text[1].startswith(f"pending  {rid}  age ") and text[1].split("  attempts 0  ")[1] == "caf\\xe9 ok"

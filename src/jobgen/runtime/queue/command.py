@@ -210,6 +210,20 @@ def drain_cmd(args: argparse.Namespace, command: list[str]) -> Result:
     return Result(drain(store, tuple(command), dict(os.environ), log, args.limit, args.timeout).exit_code)
 
 
+def _json_text(text: str) -> str | list[int]:
+    """An argument or a file name in the JSON listing: the text when it is UTF-8; else, as
+    `journalctl -o json` gives such a field, the array of its bytes. (A byte that is not
+    UTF-8 is a lone surrogate here; JSON escapes it as one, which strict parsers refuse.)"""
+    try:
+        text.encode("utf-8")
+        return text
+    except UnicodeEncodeError:
+        try:
+            return list(text.encode("utf-8", "surrogateescape"))
+        except UnicodeEncodeError:  # a surrogate that stands for no byte (a planted request)
+            return list(text.encode("utf-8", "surrogatepass"))
+
+
 def queue_cmd(args: argparse.Namespace) -> Result:
     store = open_store(args)
     if isinstance(store, Spool):
@@ -235,10 +249,10 @@ def queue_cmd(args: argparse.Namespace) -> Result:
             "job": args.job,
             "requests": [
                 {"id": r.id, "state": s, "age_seconds": max(0, (now - r.enqueued_usec) // 1_000_000), "attempts": r.attempts,
-                 "last_status": r.last_status, "args": list(r.args), "by": r.by}
+                 "last_status": r.last_status, "args": [_json_text(a) for a in r.args], "by": _json_text(r.by)}
                 for s, r in rows
             ],
-            SET_ASIDE: [{"file": f"{store.root / SET_ASIDE / name}", "why": why} for name, why in aside],
+            SET_ASIDE: [{"file": _json_text(f"{store.root / SET_ASIDE / name}"), "why": why} for name, why in aside],
         }
         return Result(out=[json.dumps(doc, indent=2, sort_keys=True)], out_is_product=True)
     counts = ", ".join(f"{sum(1 for s, _ in rows if s == state)} {state}" for state in STATES)
