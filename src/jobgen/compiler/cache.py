@@ -8,7 +8,7 @@ An entry is kept per output folder (named by the sha256 of its real path) and ho
   (resources.code_digest: their names, sizes, mtimes and inodes, so an upgrade or an
   edit of a checkout is a miss), the manifests' paths as given and their bytes, the
   target, --holder, --layout, --package, --prune and --strict;
-* per generated file its size and sha256, and what the render said besides the files
+* per generated file its size and BLAKE2b digest, and what the render said besides the files
   (its warnings and notes, the target of each manifest, the layout's warning).
 
 A render whose key matches still reads every generated file and compares it with the
@@ -40,9 +40,9 @@ from pathlib import Path
 from jobgen.compiler import trust
 from jobgen.compiler.trust import Untrusted
 from jobgen.compiler.diagnostics import ERROR, NOTE, WARNING, Diagnostic, Pos
-from jobgen.contract.digest import sha256
+from jobgen.contract.digest import blake2b, sha256
 
-FORMAT = 1  # of an entry; another format is a miss
+FORMAT = 2  # of an entry; another format is a miss (1: sha256 of each file)
 KEEP = 64  # entries kept, the most recently used: one per output folder rendered into
 _SEVERITIES = (ERROR, WARNING, NOTE)
 
@@ -51,7 +51,7 @@ _SEVERITIES = (ERROR, WARNING, NOTE)
 # at every start of every render.
 class Entry(NamedTuple):
     key: str
-    files: dict[str, tuple[int, str]]  # path in the output folder -> (size, sha256 hex)
+    files: dict[str, tuple[int, str]]  # path in the output folder -> digest(): (size, BLAKE2b-256 hex)
     diagnostics: tuple[Diagnostic, ...]
     targets: tuple[str, ...]  # Target.describe() of each manifest, in the order given
     warning: str | None  # layout.unread_tmpfiles
@@ -69,7 +69,8 @@ def folder() -> Path | None:
 
 
 def digest(data: bytes) -> tuple[int, str]:
-    return len(data), sha256(data).hexdigest()
+    """A generated file as an entry records it: its size and its BLAKE2b-256 digest."""
+    return len(data), blake2b(data, digest_size=32).hexdigest()
 
 
 def key(code: str, manifests: list[tuple[str, bytes]], options: dict[str, object]) -> str:

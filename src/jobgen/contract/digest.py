@@ -1,4 +1,4 @@
-"""sha256 and sha1 from the interpreter's own modules (_sha256/_sha2, _sha1).
+"""sha256, sha1 and BLAKE2b from the interpreter's own modules (_sha256/_sha2, _sha1, _blake2).
 
 `import hashlib` loads OpenSSL's libcrypto first (_hashlib): 4 ms on an idle machine,
 up to 30 under load, paid by every generator run at boot and by every `jobgen lock` in
@@ -21,4 +21,12 @@ try:
 except ImportError:
     from hashlib import sha1
 
-__all__ = ["sha1", "sha256"]
+# The render cache's per-file digest (compiler/cache.py): RFC 7693, 2.4 times as fast as
+# the interpreter's sha256 over the files of 1,000 jobs (3.3 against 8.1 ms here), and
+# paid twice per file, when a render records them and when the next one checks them.
+try:
+    from _blake2 import blake2b
+except ImportError:
+    from hashlib import blake2b
+
+__all__ = ["blake2b", "sha1", "sha256"]
