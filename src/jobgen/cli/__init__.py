@@ -46,11 +46,11 @@ def main() -> None:
 
             print(f"jobgen {argv[0]}: interrupted", file=sys.stderr)
             sys.exit(EXIT_INTERRUPTED)
-        if result.code != 0 and not result.out and _json_asked(argv):
+        from jobgen.cli.exits import failure_document, json_asked
+
+        if result.code != 0 and not result.out and json_asked(argv):
             # --format json answers every outcome on stdout, as the typer commands' does.
             import json
-
-            from jobgen.cli.exits import failure_document
 
             error = result.err[-1].split(": ", 1)[-1] if result.err else ""
             result.out = [json.dumps(failure_document(error, result.code), indent=2, sort_keys=True)]
@@ -72,11 +72,6 @@ def main() -> None:
     sys.exit(run_process(argv))
 
 
-def _json_asked(argv: list[str]) -> bool:
-    words = argv[: argv.index("--")] if "--" in argv else argv
-    return "--format=json" in words or any(a == "--format" and b == "json" for a, b in zip(words, words[1:]))
-
-
 def _say(stream, lines: list[str]) -> OSError | None:
     """Write a runtime verb's lines, with no traceback whatever happens to the stream;
     what could not be written is returned for _judged (None: all of it went)."""
@@ -93,7 +88,7 @@ def _say(stream, lines: list[str]) -> OSError | None:
             os.dup2(null, stream.fileno())
         except (OSError, ValueError):
             pass
-        return exc if isinstance(exc, OSError) else None
+        return exc if isinstance(exc, OSError) else OSError(errno.EBADF, os.strerror(errno.EBADF))
     return None
 
 

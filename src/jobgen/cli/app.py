@@ -32,7 +32,7 @@ import typer
 from jobgen import __version__
 from jobgen.contract.oneline import one_line
 from jobgen.cli.exits import (EXIT_CODES, EXIT_DRIFT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, JSON_FORMAT,
-                              STDOUT_PRODUCT, failure_document, output_lost)
+                              STDOUT_PRODUCT, failure_document, json_asked, output_lost)
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
 COMMANDS = ("render", "check", "run", "apply", "queue", "plan", "status", "import_crontab", "schema", "lock", "directives", "completion")
@@ -231,12 +231,6 @@ def app(only: str | None = None) -> typer.Typer:
     return the_app
 
 
-def _wants_json(argv: list[str]) -> bool:
-    # Not after `--`: there the words are a job's own (`jobgen run M JOB -- --format json`).
-    words = argv[: argv.index("--")] if "--" in argv else argv
-    return "--format=json" in words or any(a == "--format" and b == "json" for a, b in zip(words, words[1:]))
-
-
 def _fewer_collections() -> None:
     """A compile allocates some ten objects per YAML node and frees almost none of them
     before it ends; at CPython's default threshold (700 allocations) the cycle collector
@@ -349,7 +343,8 @@ class _CtrlC:
 
 def run(argv: list[str]) -> int:
     """Run a command; turn every outcome that is not a clean exit into one answer."""
-    as_json = _wants_json(argv)
+    as_json = json_asked(argv)
+    _Said.json, _Said.error = False, ""  # this call's answer, not an earlier one's in the same process
     try:
         the_app = app(command_module(argv))
         _fewer_collections()

@@ -101,3 +101,10 @@ def failure_document(error: str, code: int) -> dict:
 def meaning(code: int) -> str:
     """EXIT_CODES' words for ``code`` ("exit N" for a code jobgen does not name)."""
     return next((text for c, text in EXIT_CODES if c == code), f"exit {code}")
+
+
+def json_asked(argv: list[str]) -> bool:
+    """Whether the command line asks for --format json. Not after `--`: there the words are
+    a job's own (`jobgen run M JOB -- --format json`, `jobgen enqueue ... -- ARG...`)."""
+    words = argv[: argv.index("--")] if "--" in argv else argv
+    return "--format=json" in words or any(a == "--format" and b == "json" for a, b in zip(words, words[1:]))
