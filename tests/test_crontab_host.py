@@ -245,11 +245,33 @@ def test_each_line_says_what_its_zones_dst_changes_do_differently(image, tmp_pat
     # Without --zone the image's own zone (Etc/UTC) has no DST: nothing to review.
     utc = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
     assert "DST" not in utc.stdout
-    # CRON_TZ wins over --zone.
+
+
+
+def test_cron_tz_is_the_zone_of_cronie_s_jobs_and_only_an_environment_variable_for_debian_s(image, tmp_path):
+    # Debian's cron runs every job in the host's zone (cron(8)): the line runs at 02:30
+    # Berlin time, as before the import; CRON_TZ is one more variable of its environment.
     _put(image, "var/spool/cron/crontabs/shop", "CRON_TZ=America/New_York\n30 2 * * * /usr/local/bin/nightly\n", 0o600)
-    ny = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"), "--zone", "Europe/Berlin", "--force")
-    assert (f"{img}/var/spool/cron/crontabs/shop:2: needs review: shop-nightly-l2: DST change on 2028-03-12 (02:00 -> "
+    img = str(image)
+    (tmp_path / "debian").mkdir()
+    (tmp_path / "cronie").mkdir()
+    berlin = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "debian"), "--zone", "Europe/Berlin")
+    lines = berlin.stdout.splitlines()
+    assert (f"{img}/var/spool/cron/crontabs/shop:2: needs review: shop-nightly-l2: DST change on 2028-03-26 (02:00 -> "
+            "03:00 Europe/Berlin): cron makes up a run the change skipped; cron runs 1 more time (03:00 CEST)") in lines
+    assert any(line.startswith(f"{img}/var/spool/cron/crontabs/shop:1: ") and "CRON_TZ=America/New_York: Debian's cron runs "
+               "every job in the host's time zone (cron(8))" in line for line in lines), lines
+    job = _manifest_jobs(tmp_path / "debian", "user-shop.yaml")["shop-nightly-l2"]
+    assert ("timezone" in job, job["environment"]["CRON_TZ"]) == (False, "America/New_York")
+    # cronie runs the lines after CRON_TZ in that zone (--cron: whose rules, where the image's
+    # files would tell Debian's): its DST changes are the ones reported.
+    _put(image, "var/spool/cron/shop", "CRON_TZ=America/New_York\n30 2 * * * /usr/local/bin/nightly\n", 0o600)
+    ny = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "cronie"), "--zone", "Europe/Berlin",
+                 "--cron", "cronie")
+    assert (f"{img}/var/spool/cron/shop:2: needs review: shop-nightly-l2: DST change on 2028-03-12 (02:00 -> "
             "03:00 America/New_York): cron makes up a run the change skipped; cron runs 1 more time (03:00 EDT)") in ny.stdout.splitlines()
+    job = _manifest_jobs(tmp_path / "cronie", "user-shop.yaml")["shop-nightly-l2"]
+    assert (job["timezone"], "CRON_TZ" in job.get("environment", {})) == ("America/New_York", False)
 
 
 def test_a_single_crontab_gets_the_same_dst_notes(tmp_path):
@@ -444,8 +466,9 @@ DEBIAN_PATH = "PATH=/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin
      "it runs the folder at boot, not at a calendar's times; this line's runs ('@reboot') are dropped"),
     ("30 * * * * root run-parts /etc/cron.hourly", "*-*-* *:17:00",
      "it runs the folder with another environment than {img}/etc/crontab:19; this line's runs ('30 * * * *') are dropped"),
+    # Debian's cron: CRON_TZ is a variable of the environment, not the zone the line runs in.
     (DEBIAN_PATH + "CRON_TZ=Asia/Tokyo\n30 * * * * root run-parts /etc/cron.hourly", "*-*-* *:17:00",
-     "it runs the folder in Asia/Tokyo, {img}/etc/crontab:19 in the host's zone; this line's runs ('30 * * * *') are dropped"),
+     "it runs the folder with another environment than {img}/etc/crontab:19; this line's runs ('30 * * * *') are dropped"),
 ])  # fmt: skip
 def test_a_second_runner_joins_only_when_cron_s_runs_are_the_same(image, tmp_path, extra, schedule, why):
     img = str(image)

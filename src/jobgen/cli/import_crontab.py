@@ -37,7 +37,7 @@ def _write(path: Path, text: str) -> int:
 
 def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, host: bool = False,
                    root: Optional[Path] = None, zone: Optional[str] = None, user: Optional[str] = None,
-                   system: Optional[bool] = None, force: bool = False) -> int:
+                   system: Optional[bool] = None, force: bool = False, cron: Optional[str] = None) -> int:
     """Translate ``crontab`` (or, with ``host``, every source of the host's cron) into manifests; the exit code."""
     from jobgen.compiler.diagnostics import ManifestError
     from jobgen.host import crontabs as host_cron
@@ -47,8 +47,11 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
     if zone is not None and (why := _zone_problem(zone)):
         err(f"jobgen: error: --zone {zone}: {why}")
         return EXIT_INVALID
+    if cron is not None and cron not in host_cron.FLAVOURS:
+        err(f"jobgen: error: --cron {cron}: choose one of {', '.join(host_cron.FLAVOURS)}")
+        return EXIT_INVALID
     if host or root is not None:
-        return import_host(crontab, output, root, zone, force, host, user, system)
+        return import_host(crontab, output, root, zone, force, host, user, system, cron)
     if crontab is None:
         err("jobgen: error: give a crontab FILE, or --host for the whole host's cron")
         return EXIT_INVALID
@@ -64,7 +67,10 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
         err(f"jobgen: error: {output} exists; pass --force to overwrite it")
         return EXIT_INVALID
     is_system = tool.system_format(str(crontab)) if system is None else system
-    imported = tool.read(text, crontab.name, system=is_system, user=user, is_user=_is_user if system is None else None)
+    # The rules of the cron that read it: this host's, unless --cron names another.
+    flavour = host_cron.FLAVOURS[cron or host_cron.image_flavour(Path("/"))]
+    imported = tool.read(text, crontab.name, system=is_system, user=user, is_user=_is_user if system is None else None,
+                         cron_tz=flavour.cron_tz)
     try:  # a job the validator refuses is reported by line; any other refusal is jobgen's bug
         result = tool.settle(imported, crontab.name, str(output or "<import>"))
     except ManifestError as exc:
@@ -108,14 +114,16 @@ def register(app: typer.Typer) -> None:
         user: Optional[str] = typer.Option(None, "--user", help="Owner of a user crontab (its jobs get user: NAME)."),
         system: Optional[bool] = typer.Option(None, "--system/--user-crontab", help="Whether lines have a user column (default: /etc/crontab and cron.d files do)."),
         force: bool = typer.Option(False, "--force", help="Overwrite MANIFEST if it exists."),
+        cron: Optional[str] = typer.Option(None, "--cron", metavar="debian|cronie", help="Whose rules the crontab was read by: Debian's cron (CRON_TZ does not change when jobs run) or cronie (it does; RHEL, Fedora). Default: the cron of this host, or with --root of the image."),
     ) -> None:
         """Translate a crontab into a manifest; untranslatable lines are reported with their line number."""
         raise typer.Exit(import_crontab(crontab, output=output, host=host, root=root, zone=zone, user=user,
-                                        system=system, force=force))
+                                        system=system, force=force, cron=cron))
 
 
 def import_host(crontab: Optional[Path], output: Optional[Path], root: Optional[Path], zone: Optional[str],
-                force: bool, host: bool, user: Optional[str] = None, system: Optional[bool] = None) -> int:
+                force: bool, host: bool, user: Optional[str] = None, system: Optional[bool] = None,
+                cron_name: Optional[str] = None) -> int:
     """--host: every source of the host's cron, one manifest each, one report; the exit code."""
     from jobgen.compiler import write
     from jobgen.host import crontabs as host_cron
@@ -136,7 +144,7 @@ def import_host(crontab: Optional[Path], output: Optional[Path], root: Optional[
         what = "does not exist" if not os.path.lexists(folder) else "is not a folder"
         err(f"jobgen: error: cannot write {folder}: it {what}; nothing written")
         return EXIT_OUTPUT
-    cron = host_cron.read_host(root)
+    cron = host_cron.read_host(root, cron_name)
     result = crontab_host.import_host(cron, zone or cron.zone)
     files = {name: text.encode() for name, text in result.files.items()}
     try:

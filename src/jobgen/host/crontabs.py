@@ -81,6 +81,12 @@ class Flavour:
     spool_name: re.Pattern[str]  # a name fullmatching it is read
     spool_reason: str
     spool_mode: int | None = None  # the one mode a user crontab must have (Debian: 0600); cronie: none
+    # Whether the daemon schedules the lines after CRON_TZ=ZONE in ZONE. cronie does
+    # (crontab(5): "CRON_TZ specifies the time zone specific for the cron table"). Debian's
+    # cron does not: "cron will only handle tasks in a single timezone" (cron(8) of
+    # 3.0pl1-162, Debian 12; its binary holds no "CRON_TZ"): the jobs run in the host's
+    # zone, and CRON_TZ is one more variable in their environment.
+    cron_tz: bool = False
 
 
 FLAVOURS: dict[str, Flavour] = {
@@ -89,7 +95,7 @@ FLAVOURS: dict[str, Flavour] = {
                       DEBIAN_SPOOL, DEBIAN_SPOOL_NAME, DEBIAN_SPOOL_REASON, 0o600),
     # cronie (RHEL, Fedora); cronie-anacron is started by cron's /etc/cron.hourly/0anacron.
     "cronie": Flavour("cronie", CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, RHEL_RUN_PARTS_NAME, RHEL_RUN_PARTS_REASON, None,
-                      CRONIE_SPOOL, CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON),
+                      CRONIE_SPOOL, CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, cron_tz=True),
 }
 DEFAULT_FLAVOUR = "debian"
 # Which flavour an image is, told first by its run-parts program, the one that applies the
@@ -322,14 +328,15 @@ def image_flavour(root: Path) -> str:
     return DEFAULT_FLAVOUR
 
 
-def read_host(root: Path) -> HostCron:
-    """Everything cron reads on the host whose root is ROOT."""
+def read_host(root: Path, flavour_name: str | None = None) -> HostCron:
+    """Everything cron reads on the host whose root is ROOT, by the rules of the cron
+    ``flavour_name`` names (a key of FLAVOURS; None: the one the image's files tell)."""
     out = HostCron(root)
     passwd = _passwd(root)
     out.users = frozenset(passwd)
     out.zone = host_zone(root)
     out.anacron = _executable(root, ANACRON)
-    out.flavour = flavour = FLAVOURS[image_flavour(root)]
+    out.flavour = flavour = FLAVOURS[flavour_name or image_flavour(root)]
     system = _system_owners(root)
     out.crontab = _file(root, ETC_CRONTAB, out, owners=system)
     for name in _listing(root, CRON_D, out) or ():

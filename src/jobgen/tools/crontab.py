@@ -127,10 +127,12 @@ def system_format(path: str) -> bool:
 
 
 def read(text: str, stem: str, *, system: bool, user: str | None = None,
-         is_user: Callable[[str], bool] | None = None) -> Imported:
+         is_user: Callable[[str], bool] | None = None, cron_tz: bool = True) -> Imported:
     """Every line of a crontab; `user` is the owner of a user crontab (None: unknown).
     `is_user`, given when the format was guessed from the file's name: whether a word names a
-    user of the host, so that a copy of a system crontab read as a user crontab is caught."""
+    user of the host, so that a copy of a system crontab read as a user crontab is caught.
+    `cron_tz`: whether the cron that read it schedules by CRON_TZ (cronie) or not (Debian's
+    cron: host/crontabs.Flavour.cron_tz)."""
     out = Imported()
     env: dict[str, str] = {}
     zone: str | None = None
@@ -169,6 +171,9 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
                                          "no one (mail_on_failure takes one address)"))
             elif name == "MAILTO":
                 mail = None  # MAILTO="": no mail
+            elif name == "CRON_TZ" and not cron_tz:
+                env[name] = value  # what this cron does with it: one more variable for the jobs
+                out.notes.append(Problem(number, _IGNORED_CRON_TZ.format(value=value)))
             elif name == "CRON_TZ":
                 zone_problem = None
                 if not timespec.timezone_is_valid(value):
@@ -225,7 +230,7 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
 
 
 # A message quotes at most this much of a line: one readable line per problem, whatever the input.
-MESSAGE_CHARS = 300
+MESSAGE_CHARS = 400  # jobgen's own longest note, with a zone's name in it, is some 320
 
 
 def _shown(message: str) -> str:
@@ -233,6 +238,12 @@ def _shown(message: str) -> str:
     if len(message) <= MESSAGE_CHARS:
         return message
     return f"{message[:MESSAGE_CHARS]}... ({len(message) - MESSAGE_CHARS:,} more characters)"
+
+
+# A CRON_TZ line read for Debian's cron (host/crontabs.Flavour.cron_tz).
+_IGNORED_CRON_TZ = ("CRON_TZ={value}: Debian's cron runs every job in the host's time zone (cron(8)), so the jobs after "
+                    "it ran, and run, in that zone, with CRON_TZ in their environment. To run them in {value}, add "
+                    "`timezone: {value}` (or import with --cron cronie if cronie read this crontab)")
 
 
 # cron mails whatever a job prints; a timer's job prints to the journal, and jobgen mails

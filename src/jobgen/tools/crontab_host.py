@@ -108,12 +108,14 @@ def import_host(cron, zone: str | None) -> HostImport:
             runners.setdefault(period, []).append(_Runner(src, job.line, f"{origin} line {job.line}", job, left))
 
     if cron.crontab is not None:
-        src = Source(cron.crontab.path, "crontab" + MANIFEST_SUFFIX, tool.read(cron.crontab.text, "crontab", system=True))
+        src = Source(cron.crontab.path, "crontab" + MANIFEST_SUFFIX, tool.read(cron.crontab.text, "crontab", system=True,
+                                                                                      cron_tz=cron.flavour.cron_tz))
         take(src, "/" + cron.crontab.rel)
         out.sources.append(src)
     for crontab in cron.cron_d:
         name = crontab.rel.rsplit("/", 1)[-1]
-        src = Source(crontab.path, f"cron.d-{file_stem(name)}{MANIFEST_SUFFIX}", tool.read(crontab.text, name, system=True))
+        src = Source(crontab.path, f"cron.d-{file_stem(name)}{MANIFEST_SUFFIX}", tool.read(crontab.text, name, system=True,
+                                                                                                   cron_tz=cron.flavour.cron_tz))
         take(src, "/" + crontab.rel)
         out.sources.append(src)
     folders_at = len(out.sources)
@@ -123,7 +125,8 @@ def import_host(cron, zone: str | None) -> HostImport:
         out.sources.append(anacron.source)
     for crontab in cron.spool:
         users = cron.users
-        imported = tool.read(crontab.text, crontab.user, system=False, user=crontab.user, is_user=lambda w: w in users)
+        imported = tool.read(crontab.text, crontab.user, system=False, user=crontab.user, is_user=lambda w: w in users,
+                             cron_tz=cron.flavour.cron_tz)
         src = Source(crontab.path, f"user-{file_stem(crontab.user)}{MANIFEST_SUFFIX}", imported)
         take(src, "/" + crontab.rel)
         out.sources.append(src)
