@@ -601,3 +601,21 @@ def test_an_unknown_cron_is_refused_and_nothing_is_written(tmp_path):
     r = _jobgen("import-crontab", "--user-crontab", "--cron", "bsd", str(src), "-o", str(tmp_path / "m.yaml"))
     assert (r.returncode, r.stdout, r.stderr) == (2, "", "jobgen: error: --cron bsd: choose one of debian, cronie\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
+
+
+@pytest.mark.parametrize(("cron", "delay", "environment", "note"), [
+    ("cronie", "10min", {"PATH": "/usr/bin:/bin"}, None),
+    ("debian", None, {"PATH": "/usr/bin:/bin", "RANDOM_DELAY": "10"},
+     "RANDOM_DELAY=10: cronie's; Debian's cron does not delay jobs by it, so the jobs after it started on time, and do, "
+     "with RANDOM_DELAY in their environment. To spread their starts, add `randomized_delay: 10min` (or import with "
+     "--cron cronie if cronie read this crontab)"),
+])  # fmt: skip
+def test_random_delay_delays_cronie_s_jobs_and_is_only_a_variable_for_debian_s_cron(tmp_path, cron, delay, environment, note):
+    src = tmp_path / "spread"
+    src.write_text("RANDOM_DELAY=10\n30 9 * * * /usr/bin/report\n")
+    out = tmp_path / "m.yaml"
+    r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", cron, str(src), "-o", str(out))
+    assert r.returncode == 0, r.stderr
+    (job,) = yaml.safe_load(out.read_text())["jobs"].values()
+    assert (job["schedule"], job.get("randomized_delay"), job["environment"]) == ("*-*-* 09:30:00", delay, environment)
+    assert [line for line in r.stderr.splitlines() if line.startswith(f"{src}:1: note: ")] == ([] if note is None else [f"{src}:1: note: {note}"])

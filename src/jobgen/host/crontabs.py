@@ -81,12 +81,13 @@ class Flavour:
     spool_name: re.Pattern[str]  # a name fullmatching it is read
     spool_reason: str
     spool_mode: int | None = None  # the one mode a user crontab must have (Debian: 0600); cronie: none
-    # Whether the daemon schedules the lines after CRON_TZ=ZONE in ZONE. cronie does
-    # (crontab(5): "CRON_TZ specifies the time zone specific for the cron table"). Debian's
-    # cron does not: "cron will only handle tasks in a single timezone" (cron(8) of
-    # 3.0pl1-162, Debian 12; its binary holds no "CRON_TZ"): the jobs run in the host's
-    # zone, and CRON_TZ is one more variable in their environment.
-    cron_tz: bool = False
+    # The crontab variables that change when this cron starts the jobs after them
+    # (tools/crontab.SCHEDULING); to a cron that does not act on one, it is one more variable
+    # of the jobs' environment. cronie acts on both (crontab(5): "CRON_TZ specifies the time
+    # zone specific for the cron table", "RANDOM_DELAY ... the maximum number of minutes to
+    # delay job start"). Debian's cron on neither: "cron will only handle tasks in a single
+    # timezone" (cron(8) of 3.0pl1-162, Debian 12), and its binary holds neither name.
+    acts_on: frozenset[str] = frozenset()
 
 
 FLAVOURS: dict[str, Flavour] = {
@@ -95,7 +96,8 @@ FLAVOURS: dict[str, Flavour] = {
                       DEBIAN_SPOOL, DEBIAN_SPOOL_NAME, DEBIAN_SPOOL_REASON, 0o600),
     # cronie (RHEL, Fedora); cronie-anacron is started by cron's /etc/cron.hourly/0anacron.
     "cronie": Flavour("cronie", CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, RHEL_RUN_PARTS_NAME, RHEL_RUN_PARTS_REASON, None,
-                      CRONIE_SPOOL, CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, cron_tz=True),
+                      CRONIE_SPOOL, CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON,
+                      acts_on=frozenset({"CRON_TZ", "RANDOM_DELAY"})),
 }
 DEFAULT_FLAVOUR = "debian"
 # Which flavour an image is, told first by its run-parts program, the one that applies the

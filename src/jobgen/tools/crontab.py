@@ -14,8 +14,9 @@ crontabs (no user column; the user is given). What each line becomes:
   argv list, its words split as the shell splits them (compiler/shellwords.py: the one rule
   a string `command:` follows too). `\\%` is a literal %; an unescaped `%` (the rest of the line is the command's
   standard input in cron) is reported.
-* `NAME=value` lines: the environment of the jobs after them; `CRON_TZ` their time zone;
-  `SHELL` the shell; `MAILTO=ADDRESS` the `mail_on_failure:` of the jobs after it
+* `NAME=value` lines: the environment of the jobs after them; `CRON_TZ` their time zone and
+  `RANDOM_DELAY` their randomized delay where the cron that read them acts on those
+  (SCHEDULING: cronie does, Debian's cron passes them on as variables); `SHELL` the shell; `MAILTO=ADDRESS` the `mail_on_failure:` of the jobs after it
   (compiler/notify.py), `MAILTO=""` none.
 
 Every problem is (line number, message); a line with a problem produces no job.
@@ -118,6 +119,18 @@ CONTROL_NOTED: dict[str, str] = {
     "CRON_MAIL_SUCCESS": "systemd-cron's mail on success; jobgen has no mail on success",
     "CRON_MAIL_FORMAT": "systemd-cron's mail format; not used",
 }
+# Variables some crons act on when they start the jobs after them (cronie), and others pass
+# to the jobs as any variable (Debian's cron: host/crontabs.Flavour.acts_on): for such a
+# cron, what the import says, the jobs keeping cron's times.
+SCHEDULING: dict[str, str] = {
+    "CRON_TZ": ("CRON_TZ={value}: Debian's cron runs every job in the host's time zone (cron(8)), so the jobs after "
+                "it ran, and run, in that zone, with CRON_TZ in their environment. To run them in {value}, add "
+                "`timezone: {value}` (or import with --cron cronie if cronie read this crontab)"),
+    "RANDOM_DELAY": ("RANDOM_DELAY={value}: cronie's; Debian's cron does not delay jobs by it, so the jobs after it "
+                     "started on time, and do, with RANDOM_DELAY in their environment. To spread their starts, add "
+                     "`randomized_delay: {value}min` (or import with --cron cronie if cronie read this crontab)"),
+}
+ACTS_ON_ALL = frozenset(SCHEDULING)  # cronie's: what a crontab's author expects of these names
 
 
 def system_format(path: str) -> bool:
@@ -127,12 +140,12 @@ def system_format(path: str) -> bool:
 
 
 def read(text: str, stem: str, *, system: bool, user: str | None = None,
-         is_user: Callable[[str], bool] | None = None, cron_tz: bool = True) -> Imported:
+         is_user: Callable[[str], bool] | None = None, acts_on: frozenset[str] = ACTS_ON_ALL) -> Imported:
     """Every line of a crontab; `user` is the owner of a user crontab (None: unknown).
     `is_user`, given when the format was guessed from the file's name: whether a word names a
     user of the host, so that a copy of a system crontab read as a user crontab is caught.
-    `cron_tz`: whether the cron that read it schedules by CRON_TZ (cronie) or not (Debian's
-    cron: host/crontabs.Flavour.cron_tz)."""
+    `acts_on`: which of SCHEDULING the cron that read it acts on (host/crontabs.Flavour:
+    cronie all, Debian's cron none); any other is a variable of the jobs' environment."""
     out = Imported()
     env: dict[str, str] = {}
     zone: str | None = None
@@ -171,9 +184,9 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
                                          "no one (mail_on_failure takes one address)"))
             elif name == "MAILTO":
                 mail = None  # MAILTO="": no mail
-            elif name == "CRON_TZ" and not cron_tz:
+            elif name in SCHEDULING and name not in acts_on:
                 env[name] = value  # what this cron does with it: one more variable for the jobs
-                out.notes.append(Problem(number, _IGNORED_CRON_TZ.format(value=value)))
+                out.notes.append(Problem(number, SCHEDULING[name].format(value=value)))
             elif name == "CRON_TZ":
                 zone_problem = None
                 if not timespec.timezone_is_valid(value):
@@ -238,12 +251,6 @@ def _shown(message: str) -> str:
     if len(message) <= MESSAGE_CHARS:
         return message
     return f"{message[:MESSAGE_CHARS]}... ({len(message) - MESSAGE_CHARS:,} more characters)"
-
-
-# A CRON_TZ line read for Debian's cron (host/crontabs.Flavour.cron_tz).
-_IGNORED_CRON_TZ = ("CRON_TZ={value}: Debian's cron runs every job in the host's time zone (cron(8)), so the jobs after "
-                    "it ran, and run, in that zone, with CRON_TZ in their environment. To run them in {value}, add "
-                    "`timezone: {value}` (or import with --cron cronie if cronie read this crontab)")
 
 
 # cron mails whatever a job prints; a timer's job prints to the journal, and jobgen mails

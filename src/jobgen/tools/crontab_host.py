@@ -109,13 +109,13 @@ def import_host(cron, zone: str | None) -> HostImport:
 
     if cron.crontab is not None:
         src = Source(cron.crontab.path, "crontab" + MANIFEST_SUFFIX, tool.read(cron.crontab.text, "crontab", system=True,
-                                                                                      cron_tz=cron.flavour.cron_tz))
+                                                                                      acts_on=cron.flavour.acts_on))
         take(src, "/" + cron.crontab.rel)
         out.sources.append(src)
     for crontab in cron.cron_d:
         name = crontab.rel.rsplit("/", 1)[-1]
         src = Source(crontab.path, f"cron.d-{file_stem(name)}{MANIFEST_SUFFIX}", tool.read(crontab.text, name, system=True,
-                                                                                                   cron_tz=cron.flavour.cron_tz))
+                                                                                                   acts_on=cron.flavour.acts_on))
         take(src, "/" + crontab.rel)
         out.sources.append(src)
     folders_at = len(out.sources)
@@ -126,7 +126,7 @@ def import_host(cron, zone: str | None) -> HostImport:
     for crontab in cron.spool:
         users = cron.users
         imported = tool.read(crontab.text, crontab.user, system=False, user=crontab.user, is_user=lambda w: w in users,
-                             cron_tz=cron.flavour.cron_tz)
+                             acts_on=cron.flavour.acts_on)
         src = Source(crontab.path, f"user-{file_stem(crontab.user)}{MANIFEST_SUFFIX}", imported)
         take(src, "/" + crontab.rel)
         out.sources.append(src)
