@@ -569,53 +569,43 @@ def test_a_user_crontab_without_its_user_says_its_jobs_now_run_as_root(tmp_path)
     assert [job["user"] for job in yaml.safe_load(out.read_text())["jobs"].values()] == ["shop"]
 
 
-# Whose cron read the crontab decides what CRON_TZ means (host/crontabs.Flavour.cron_tz).
-CRON_TZ_CRONTAB = "CRON_TZ=America/New_York\n30 9 * * * /usr/bin/report\n"
-
-
-@pytest.mark.parametrize(("cron", "timezone", "environment", "note"), [
-    ("cronie", "America/New_York", {"PATH": "/usr/bin:/bin"},
+# Whose cron read the crontab decides what CRON_TZ and RANDOM_DELAY do (host/crontabs.Flavour.acts_on):
+# (the variable's line, --cron, the job's field it sets and its value, the environment, the note at line 1).
+PATH_ONLY = {"PATH": "/usr/bin:/bin"}
+SCHEDULING_CASES = [
+    ("CRON_TZ=America/New_York", "cronie", "timezone", "America/New_York", PATH_ONLY,
      "CRON_TZ=America/New_York has DST: a job with a fixed minute and hour that falls in the hour the clocks skip runs "
      "right after the change in cron, not at all in systemd; in the repeated hour cron runs a job whose minute or hour "
      "starts with '*' in both passes, systemd once (`jobgen plan` lists those days)"),
-    ("debian", None, {"CRON_TZ": "America/New_York", "PATH": "/usr/bin:/bin"},
+    ("CRON_TZ=America/New_York", "debian", "timezone", None, {"CRON_TZ": "America/New_York", **PATH_ONLY},
      "CRON_TZ=America/New_York: Debian's cron runs every job in the host's time zone (cron(8)), so the jobs after it "
      "ran, and run, in that zone, with CRON_TZ in their environment. To run them in America/New_York, add "
      "`timezone: America/New_York` (or import with --cron cronie if cronie read this crontab)"),
-])  # fmt: skip
-def test_cron_tz_is_a_zone_for_cronie_and_a_variable_for_debian_s_cron(tmp_path, cron, timezone, environment, note):
+    ("RANDOM_DELAY=10", "cronie", "randomized_delay", "10min", PATH_ONLY, None),
+    ("RANDOM_DELAY=10", "debian", "randomized_delay", None, {"RANDOM_DELAY": "10", **PATH_ONLY},
+     "RANDOM_DELAY=10: cronie's; Debian's cron does not delay jobs by it, so the jobs after it started on time, and do, "
+     "with RANDOM_DELAY in their environment. To spread their starts, add `randomized_delay: 10min` (or import with "
+     "--cron cronie if cronie read this crontab)"),
+]  # fmt: skip
+
+
+@pytest.mark.parametrize(("line", "cron", "field", "value", "environment", "note"), SCHEDULING_CASES,
+                         ids=[f"{c[0].split('=')[0]}, {c[1]}" for c in SCHEDULING_CASES])
+def test_cronie_acts_on_cron_tz_and_random_delay_debian_s_cron_passes_them_on(tmp_path, line, cron, field, value, environment, note):
     src = tmp_path / "report"
-    src.write_text(CRON_TZ_CRONTAB)
+    src.write_text(f"{line}\n30 9 * * * /usr/bin/report\n")
     out = tmp_path / "m.yaml"
     r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", cron, str(src), "-o", str(out))
     assert r.returncode == 0, r.stderr
     (job,) = yaml.safe_load(out.read_text())["jobs"].values()
-    assert (job["schedule"], job.get("timezone"), job["environment"]) == ("*-*-* 09:30:00", timezone, environment)
-    notes = [line for line in r.stderr.splitlines() if line.startswith(f"{src}:1: note: ")]
-    assert notes == [f"{src}:1: note: {note}"]
+    assert (job["schedule"], job.get(field), job["environment"]) == ("*-*-* 09:30:00", value, environment)
+    notes = [n for n in r.stderr.splitlines() if n.startswith(f"{src}:1: note: ")]
+    assert notes == ([] if note is None else [f"{src}:1: note: {note}"])
 
 
 def test_an_unknown_cron_is_refused_and_nothing_is_written(tmp_path):
     src = tmp_path / "report"
-    src.write_text(CRON_TZ_CRONTAB)
+    src.write_text("CRON_TZ=America/New_York\n30 9 * * * /usr/bin/report\n")
     r = _jobgen("import-crontab", "--user-crontab", "--cron", "bsd", str(src), "-o", str(tmp_path / "m.yaml"))
     assert (r.returncode, r.stdout, r.stderr) == (2, "", "jobgen: error: --cron bsd: choose one of debian, cronie\n")
     assert sorted(p.name for p in tmp_path.iterdir()) == ["report"]
-
-
-@pytest.mark.parametrize(("cron", "delay", "environment", "note"), [
-    ("cronie", "10min", {"PATH": "/usr/bin:/bin"}, None),
-    ("debian", None, {"PATH": "/usr/bin:/bin", "RANDOM_DELAY": "10"},
-     "RANDOM_DELAY=10: cronie's; Debian's cron does not delay jobs by it, so the jobs after it started on time, and do, "
-     "with RANDOM_DELAY in their environment. To spread their starts, add `randomized_delay: 10min` (or import with "
-     "--cron cronie if cronie read this crontab)"),
-])  # fmt: skip
-def test_random_delay_delays_cronie_s_jobs_and_is_only_a_variable_for_debian_s_cron(tmp_path, cron, delay, environment, note):
-    src = tmp_path / "spread"
-    src.write_text("RANDOM_DELAY=10\n30 9 * * * /usr/bin/report\n")
-    out = tmp_path / "m.yaml"
-    r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", cron, str(src), "-o", str(out))
-    assert r.returncode == 0, r.stderr
-    (job,) = yaml.safe_load(out.read_text())["jobs"].values()
-    assert (job["schedule"], job.get("randomized_delay"), job["environment"]) == ("*-*-* 09:30:00", delay, environment)
-    assert [line for line in r.stderr.splitlines() if line.startswith(f"{src}:1: note: ")] == ([] if note is None else [f"{src}:1: note: {note}"])
