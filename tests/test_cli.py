@@ -304,8 +304,9 @@ ONE_LINE_CASES = [
      "jobgen: error: {m}: no job 'x\\x1b[2Ky'; jobs: j"),
     (["render", "{m}", "-o", "{out}", "--layout", "flat\nforged"], 2,
      "jobgen: error: --layout flat\\nforged: choose one of flat, etc, usr, debian"),
-    (["lock", "--backend", "redis://127.0.0.1:1", "--name", "n", "--job", "a\nforged", "--connect-timeout", "1", "--", "true"], 69,
-     "jobgen-lock[a\\nforged]: unreachable name=n backend=redis://127.0.0.1:1 "),
+    # A literal password: refused before any client library is imported (the minimum-version run has none).
+    (["lock", "--backend", "redis://:secret@127.0.0.1:1", "--name", "n", "--job", "a\nforged", "--", "true"], 78,
+     "jobgen-lock[a\\nforged]: config-error name=n lock backend URL: a literal password would be readable "),
 ]
 
 

@@ -60,6 +60,7 @@ WORDS = (set(outcomes.RUN) | set(outcomes.QUEUE) | set(policies.OVERLAP) | set(p
 ALLOWED = {
     ("cli/__init__.py", "queue"): "the `jobgen queue` command's name",
     ("cli/app.py", "queue"): "the `jobgen queue` command's name",
+    ("cli/exits.py", "queue"): "the `jobgen queue` command's module, in STDOUT_PRODUCT",
     ("cli/app.py", "run"): "the `jobgen run` command's name",
     ("cli/run.py", "run"): "the `jobgen run` command's name",
     ("cli/queue.py", "queue"): "the `jobgen queue` command's name, passed to the runtime",
