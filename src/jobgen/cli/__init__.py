@@ -46,7 +46,7 @@ def main() -> None:
 
             print(f"jobgen {argv[0]}: interrupted", file=sys.stderr)
             sys.exit(EXIT_INTERRUPTED)
-        from jobgen.cli.exits import failure_document, json_asked
+        from jobgen.cli.exits import failure_document, json_asked, judged
 
         if result.code != 0 and not result.out and json_asked(argv):
             # --format json answers every outcome on stdout, as the typer commands' does.
@@ -56,7 +56,7 @@ def main() -> None:
             result.out = [json.dumps(failure_document(error, result.code), indent=2, sort_keys=True)]
         lost = _say(sys.stdout, result.out)
         _say(sys.stderr, result.err)
-        sys.exit(_judged(lost, result.code, result.out_is_product))
+        sys.exit(judged(lost, result.code, result.out_is_product))
     try:
         from jobgen.cli.app import run_process
     except ModuleNotFoundError as exc:
@@ -74,7 +74,7 @@ def main() -> None:
 
 def _say(stream, lines: list[str]) -> OSError | None:
     """Write a runtime verb's lines, with no traceback whatever happens to the stream;
-    what could not be written is returned for _judged (None: all of it went)."""
+    what could not be written is returned for exits.judged (None: all of it went)."""
     if stream is None:  # the caller closed it (`>&-`): lost as a write to it would be
         return OSError(errno.EBADF, os.strerror(errno.EBADF)) if lines else None
     try:
@@ -92,44 +92,17 @@ def _say(stream, lines: list[str]) -> OSError | None:
     return None
 
 
-def _judged(lost: OSError | None, code: int, product: bool) -> int:
-    """A runtime verb's exit code once its stdout was written, by cli/app._lost_output's
-    rule: a reader that left (`jobgen queue ... | head -1`) had what it wanted; any other
-    loss (a full disk) is one line on stderr, and exit 73 when the lines were the verb's
-    product (the listing) and it had succeeded. enqueue's request is recorded all the same:
-    its code stays."""
-    if lost is None or lost.errno == errno.EPIPE:
-        return code
-    from jobgen.cli.exits import EXIT_OK, EXIT_OUTPUT, output_lost
-
-    if sys.stderr is not None:
-        try:
-            print(output_lost(lost), file=sys.stderr)
-        except (OSError, ValueError):
-            pass
-    return EXIT_OUTPUT if product and code == EXIT_OK else code
-
-
 def _product(text: str) -> int:
-    """Write a command's only product, judged as cli/app._lost_output judges the typer
-    commands': a reader that left (EPIPE, `| head -1`) had what it wanted (0); any other
-    failure (a full disk, a closed descriptor) is one line on stderr and EXIT_OUTPUT, with
-    no traceback."""
+    """Write a command's only product, judged as every command's output is (exits.judged),
+    with no traceback."""
     data = text.encode()
     try:
         while data:
             data = data[os.write(1, data):]
     except OSError as exc:
-        if exc.errno == errno.EPIPE:
-            return 0
-        from jobgen.cli.exits import EXIT_OUTPUT, output_lost
+        from jobgen.cli.exits import judged
 
-        if sys.stderr is not None:
-            try:
-                print(output_lost(exc), file=sys.stderr)
-            except (OSError, ValueError):
-                pass
-        return EXIT_OUTPUT
+        return judged(exc, 0, True)
     return 0
 
 

@@ -31,8 +31,8 @@ import typer
 
 from jobgen import __version__
 from jobgen.contract.oneline import one_line
-from jobgen.cli.exits import (EXIT_CODES, EXIT_DRIFT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, JSON_FORMAT,
-                              STDOUT_PRODUCT, failure_document, json_asked, output_lost)
+from jobgen.cli.exits import (EXIT_CODES, EXIT_DRIFT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, JSON_FORMAT,
+                              STDOUT_PRODUCT, failure_document, json_asked, judged)
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
 COMMANDS = ("render", "check", "run", "apply", "queue", "plan", "status", "import_crontab", "schema", "lock", "directives", "completion")
@@ -69,6 +69,9 @@ class _Said:
     error = ""  # the last `jobgen: error: ...` line, without its prefix
 
 
+_ERROR = "jobgen: error: "
+
+
 def err(line: str) -> None:
     """One line on stderr, whatever it quotes: a value with a line break (`--job $'a\nb'`,
     a file name) cannot start a line that reads like jobgen's own (contract/oneline.py)."""
@@ -76,9 +79,6 @@ def err(line: str) -> None:
     if line.startswith(_ERROR):
         _Said.error = line[len(_ERROR):]
     typer.echo(line, err=True)
-
-
-_ERROR = "jobgen: error: "
 
 
 def emit_json(doc: dict) -> None:
@@ -295,20 +295,9 @@ def _guard_stdout() -> _Stdout:
 
 
 def _lost_output(raw: _Stdout, argv: list[str], code: int) -> int:
-    """The exit code once what the command printed is flushed: its own, unless stdout was its
-    product and could not be written (EXIT_OUTPUT). A reader that left (EPIPE, `| head -1`)
-    had what it wanted: no message, the command's own code. Any other failure is one line
-    on stderr, if stderr can take it."""
+    """The exit code once what the command printed is flushed (exits.judged)."""
     sys.stdout.flush()  # cannot raise: _Stdout keeps the failure instead
-    if raw.failure is None:
-        return code
-    if raw.failure.errno == errno.EPIPE:
-        return code
-    try:
-        err(output_lost(raw.failure))
-    except (OSError, ValueError):
-        pass
-    return EXIT_OUTPUT if code == EXIT_OK and _product_is_stdout(argv) else code
+    return judged(raw.failure, code, _product_is_stdout(argv))
 
 
 def run_process(argv: list[str]) -> int:

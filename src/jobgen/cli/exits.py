@@ -3,6 +3,9 @@
 ``EXIT_CODES`` is the table `jobgen --help` prints and the README repeats.
 """
 
+import errno
+import sys
+
 from jobgen.contract.locks import CONFLICT_EXIT, EXIT as LOCK_EXIT
 from jobgen.contract.policies import TIMEOUT_EXIT
 from jobgen.contract.queue import EXIT_FULL, EXIT_NO_SUCH, EXIT_SPOOL
@@ -51,7 +54,6 @@ STDOUT_PRODUCT = {
 }
 
 
-
 def _stdout_products() -> str:
     """STDOUT_PRODUCT as EXIT_CODES names it: "plan, schema, ..., render --diff"."""
     said = []
@@ -65,6 +67,23 @@ def output_lost(exc: OSError) -> str:
     """The one line for standard output that could not be written (EXIT_OUTPUT, or the
     command's own code when stdout was not its product)."""
     return f"jobgen: error: cannot write the output: {exc.strerror or exc}"
+
+
+def judged(lost: OSError | None, code: int, product: bool) -> int:
+    """The exit code once a command's standard output was written, for every command (the
+    typer ones, the queue verbs, --version): its own, unless ``lost`` (the first write
+    that failed) took its ``product``, which cannot then have succeeded (EXIT_OUTPUT). A
+    reader that left (EPIPE, `| head -1`) had what it wanted: no word, the command's own
+    code. Any other loss (a full disk, a closed descriptor) is one line on stderr, if
+    stderr can take it."""
+    if lost is None or lost.errno == errno.EPIPE:
+        return code
+    if sys.stderr is not None:
+        try:
+            print(output_lost(lost), file=sys.stderr)
+        except (OSError, ValueError):
+            pass
+    return EXIT_OUTPUT if product and code == EXIT_OK else code
 
 
 EXIT_CODES = (

@@ -16,8 +16,9 @@ crontabs (no user column; the user is given). What each line becomes:
   standard input in cron) is reported.
 * `NAME=value` lines: the environment of the jobs after them; `CRON_TZ` their time zone and
   `RANDOM_DELAY` their randomized delay where the cron that read them acts on those
-  (SCHEDULING: cronie does, Debian's cron passes them on as variables); `SHELL` the shell; `MAILTO=ADDRESS` the `mail_on_failure:` of the jobs after it
-  (compiler/notify.py), `MAILTO=""` none.
+  (SCHEDULING: cronie does, Debian's cron passes them on as variables); `SHELL` the
+  shell; `MAILTO=ADDRESS` the `mail_on_failure:` of the jobs after it (compiler/notify.py),
+  `MAILTO=""` none.
 
 Every problem is (line number, message); a line with a problem produces no job.
 """
