@@ -59,9 +59,9 @@ WORDS = (set(outcomes.RUN) | set(outcomes.QUEUE) | set(policies.OVERLAP) | set(p
 # still match something (test_every_allowance_is_used), so none outlives its reason.
 ALLOWED = {
     ("cli/__init__.py", "queue"): "the `jobgen queue` command's name",
-    ("cli/app.py", "queue"): "the `jobgen queue` command's name",
+    ("cli/answer.py", "queue"): "the `jobgen queue` command's module, in COMMANDS",
     ("cli/exits.py", "queue"): "the `jobgen queue` command's module, in STDOUT_PRODUCT",
-    ("cli/app.py", "run"): "the `jobgen run` command's name",
+    ("cli/answer.py", "run"): "the `jobgen run` command's module, in COMMANDS",
     ("cli/run.py", "run"): "the `jobgen run` command's name",
     ("cli/queue.py", "queue"): "the `jobgen queue` command's name, passed to the runtime",
     ("runtime/queue/command.py", "queue"): "the `jobgen queue` command's name",

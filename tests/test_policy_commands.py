@@ -26,14 +26,13 @@ from pathlib import Path
 from typing import Callable
 
 import pytest
-import typer
 
 from jobgen.cli import check as check_cmd
 from jobgen.cli import plan as plan_cmd
 from jobgen.cli import render as render_cmd
 from jobgen.cli import schema as schema_cmd
 from jobgen.cli import status as status_cmd
-from jobgen.cli.app import Format
+from jobgen.cli.answer import Ended, Format
 from jobgen.compiler import pipeline
 from jobgen.compiler.plan import DEFAULT_HOLDER
 from jobgen.compiler.target import parse_target
@@ -65,8 +64,8 @@ def call(capsys, command: Callable[..., int], *args, **kw) -> tuple[int, str, st
     """A command's function as `jobgen` runs it: (exit code, stdout, stderr)."""
     try:
         code = command(*args, **kw)
-    except typer.Exit as exc:  # build_all's "problems in the manifest"
-        code = exc.exit_code
+    except Ended as exc:  # build_all's "problems in the manifest"
+        code = exc.code
     out, err = capsys.readouterr()
     return code, out, err
 

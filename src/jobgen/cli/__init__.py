@@ -1,7 +1,8 @@
 """The command line: the only package that prints or exits.
 
 ``main`` is the console script. ``jobgen lock`` runs in front of every cluster-scope job,
-so it is dispatched before typer, jinja2 or the compiler are imported; every other
+so it is dispatched before typer, jinja2 or the compiler are imported, and so is a render
+line typer has parsed before (recall.py); every other
 command lives in its own module here and is registered on one typer app by
 ``COMMANDS`` (app.py), where ``lock`` has an entry too so that `jobgen --help` lists it. A command module parses options, calls the pure core or the host
 layer, and turns what comes back into output and an exit code (exits.py).
@@ -57,6 +58,14 @@ def main() -> None:
         lost = _say(sys.stdout, result.out)
         _say(sys.stderr, result.err)
         sys.exit(judged(lost, result.code, result.out_is_product))
+    from jobgen.cli import recall
+
+    if recall.usable(argv):
+        # The same render line as an earlier one: its parse recalled, typer not imported.
+        code = recall.run(argv)
+        if code is not None:
+            sys.exit(code)
+        recall.arm(argv)
     try:
         from jobgen.cli.app import run_process
     except ModuleNotFoundError as exc:

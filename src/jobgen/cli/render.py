@@ -10,13 +10,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-import typer
-
-from jobgen.cli import completion
-from jobgen.cli.app import (
-    EPILOG, CliError, Format, FormatOpt, ManifestsArg, PresetOpt, QuietOpt, StrictOpt, SystemdOpt,
-    build_all, emit_json, err, holder_option, recovery_notes, resolve_target,
-)
+from jobgen.cli.answer import CliError, Format, build_all, echo, emit_json, err, recovery_notes, resolve_target
 from jobgen.cli.exits import EXIT_DRIFT, EXIT_OK, EXIT_OUTPUT
 
 
@@ -176,14 +170,21 @@ def render(manifests: list[Path], *, output: Path, holder: str, layout_name: str
         for c in changes:
             action = f"would {c.action}" if dry and c.changes_anything else c.action
             if not quiet:
-                typer.echo(f"{action:9} {output / c.path}")
+                echo(f"{action:9} {output / c.path}")
             if diff and c.changes_anything:
-                typer.echo(write.diff(c), nl=False)
+                echo(write.diff(c), nl=False)
     return EXIT_DRIFT if check and drift else EXIT_OK
 
 
-def register(app: typer.Typer) -> None:
+def register(app) -> None:
+    """The typer command (imported here: a render recalled by recall.py runs without typer)."""
+    import typer
+
+    from jobgen.cli import completion, recall
+    from jobgen.cli.app import EPILOG, FormatOpt, ManifestsArg, PresetOpt, QuietOpt, StrictOpt, SystemdOpt, holder_option
+
     @app.command("render", epilog=EPILOG)
+    @recall.remembered("render")
     def _command(
         manifests: list[Path] = ManifestsArg,
         output: Path = typer.Option(..., "-o", "--output", metavar="DIR", help="Folder to write the units into (created with mode 0755)."),

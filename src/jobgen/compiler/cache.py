@@ -137,6 +137,41 @@ def lookup(output: Path, wanted: str) -> Entry | None:
         os.close(dir_fd)
 
 
+# A command line's recorded parse (cli/recall.py), named by its key: data only, trusted as
+# an entry is, kept KEEP of them the same way.
+_RECALL = ".argv"
+
+
+def recall_read(key_: str) -> dict | None:
+    """The record named ``key_`` (a hex digest), if there is one that can be trusted."""
+    where = folder()
+    if where is None:
+        return None
+    try:
+        dir_fd = _open_folder(where, create=False)
+    except (OSError, Untrusted):
+        return None
+    try:
+        fd = os.open(key_ + _RECALL, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        with os.fdopen(fd, "rb") as fh:
+            if not _trusted(os.fstat(fh.fileno())):
+                return None
+            doc = json.loads(fh.read())
+            with contextlib.suppress(OSError):
+                os.utime(fh.fileno())
+        return doc if isinstance(doc, dict) else None
+    except (OSError, ValueError):
+        return None
+    finally:
+        os.close(dir_fd)
+
+
+def recall_write(key_: str, doc: dict) -> None:
+    """Write the record ``key_`` (atomically), then keep the KEEP most recently used.
+    Failing to is not an error."""
+    _write(key_ + _RECALL, json.dumps(doc, sort_keys=True).encode("utf-8", "surrogateescape"), _RECALL)
+
+
 def _parse(doc: object) -> Entry | None:
     """An entry from JSON, or None if any field is not what store writes."""
     if not isinstance(doc, dict) or doc.get("format") != FORMAT or not isinstance(doc.get("key"), str):
@@ -175,6 +210,15 @@ def store(output: Path, entry: Entry) -> None:
         "targets": list(entry.targets),
         "warning": entry.warning,
     }
+    _write(_entry_name(output), json.dumps(doc, sort_keys=True).encode(), ".json")
+
+
+def _write(name: str, data: bytes, suffix: str) -> None:
+    """``data`` as the file ``name`` of the cache folder (atomically: a reader sees the old
+    file or the new), then the trimming of the files named ``*suffix``."""
+    where = folder()
+    if where is None:
+        return
     try:
         dir_fd = _open_folder(where, create=True)
     except (OSError, Untrusted):
@@ -183,9 +227,9 @@ def store(output: Path, entry: Entry) -> None:
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600, dir_fd=dir_fd)
         with os.fdopen(fd, "wb") as fh:
-            fh.write(json.dumps(doc, sort_keys=True).encode())
-        os.replace(tmp, _entry_name(output), src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
-        _trim(dir_fd)
+            fh.write(data)
+        os.replace(tmp, name, src_dir_fd=dir_fd, dst_dir_fd=dir_fd)
+        _trim(dir_fd, suffix)
     except OSError:
         with contextlib.suppress(OSError):
             os.unlink(tmp, dir_fd=dir_fd)
@@ -193,11 +237,12 @@ def store(output: Path, entry: Entry) -> None:
         os.close(dir_fd)
 
 
-def _trim(dir_fd: int) -> None:
-    """Remove all but the KEEP most recently used entries: only regular files named like
-    an entry, and only in the folder ``dir_fd`` is (unlinkat: never through a link)."""
+def _trim(dir_fd: int, suffix: str = ".json") -> None:
+    """Remove all but the KEEP most recently used entries (or recall records: ``suffix``):
+    only regular files named like one, and only in the folder ``dir_fd`` is (unlinkat:
+    never through a link)."""
     with os.scandir(dir_fd) as it:
-        entries = [(e.stat(follow_symlinks=False).st_mtime_ns, e.name) for e in it if e.name.endswith(".json") and e.is_file(follow_symlinks=False)]
+        entries = [(e.stat(follow_symlinks=False).st_mtime_ns, e.name) for e in it if e.name.endswith(suffix) and e.is_file(follow_symlinks=False)]
     for _, name in sorted(entries, reverse=True)[KEEP:]:
         with contextlib.suppress(OSError):
             os.unlink(name, dir_fd=dir_fd)
