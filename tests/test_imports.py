@@ -229,9 +229,12 @@ def test_render_loads_only_its_own_command_and_nothing_unused(tmp_path, manifest
 def test_an_unchanged_render_writes_nothing_and_loads_no_ctypes(tmp_path, manifest, floor):
     args = ("render", str(manifest), "-o", str(tmp_path / "out"), "-q")
     _loaded(tmp_path, *args)
-    loaded = _loaded(tmp_path, *args)  # the render cache's case
+    loaded = _loaded(tmp_path, *args)  # the render cache's case, and the same words again
     assert loaded & NEVER == set()
     assert (loaded - floor) & NOT_OURS == set()
+    # typer's parse recalled (cli/recall.py): neither typer nor what it alone imports
+    assert {m for m in loaded if m == "typer" or m.startswith(("typer.", "click"))} == set()
+    assert loaded & {"inspect", "ast", "dis", "difflib", "platform", "uuid"} == set()
 
 
 def test_check_loads_only_its_own_command_and_nothing_unused(tmp_path, manifest, floor):

@@ -11,6 +11,10 @@ An entry is kept per output folder (named by the sha256 of its real path) and ho
 * per generated file its size and BLAKE2b digest, and what the render said besides the files
   (its warnings and notes, the target of each manifest, the layout's warning).
 
+Beside the entries, the folder holds the records of render lines typer parsed before
+(``recall_read``, ``recall_write``; cli/recall.py says what they hold), read and written
+by the same rules.
+
 A render whose key matches still reads every generated file and compares it with the
 entry (write.unchanged): the entry stands in for the compile, never for looking at the
 folder. Anything else (no entry, another key, a file edited, removed or added for
