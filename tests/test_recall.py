@@ -135,6 +135,8 @@ DAMAGE = {
     "a value of another kind": lambda doc: json.dumps({**doc, "arguments": {**doc["arguments"], "output": {"path": 5}}}),
     "an unknown tag": lambda doc: json.dumps({**doc, "arguments": {**doc["arguments"], "fmt": {"pickle": "cos\nsystem\n"}}}),
     "another format": lambda doc: json.dumps({**doc, "format": 2}),
+    "a list in a list": lambda doc: json.dumps({**doc, "arguments": {**doc["arguments"], "manifests": [doc["arguments"]["manifests"]]}}),
+    "nested deeper than JSON's parser goes": lambda doc: "[" * 100_000 + "]" * 100_000,
     "writable by its group": None,
 }
 

@@ -139,7 +139,7 @@ def test_what_an_interrupted_render_left_is_cleaned_and_reported(manifest: Path,
     assert not (out / ".jobgen-tmp.deadbeef").exists()
 
 
-@pytest.mark.parametrize("damage", ["garbage", "group-writable", "other key"])
+@pytest.mark.parametrize("damage", ["garbage", "group-writable", "other key", "files a list", "nested too deep"])
 def test_a_damaged_or_untrusted_entry_is_a_miss_not_an_error(manifest: Path, tmp_path: Path, damage: str) -> None:
     out = tmp_path / "out"
     render(manifest, out)
@@ -148,6 +148,11 @@ def test_a_damaged_or_untrusted_entry_is_a_miss_not_an_error(manifest: Path, tmp
         entry.write_text("{not json")
     elif damage == "group-writable":
         entry.chmod(0o664)
+    elif damage == "files a list":
+        doc = json.loads(entry.read_text())
+        entry.write_text(json.dumps({**doc, "files": list(doc["files"].items())}))
+    elif damage == "nested too deep":
+        entry.write_text("[" * 100_000 + "]" * 100_000)
     else:
         doc = json.loads(entry.read_text())
         entry.write_text(json.dumps({**doc, "key": "0" * 64}))

@@ -82,6 +82,10 @@ def run(argv: list[str]) -> int | None:
     arguments = _decoded(doc.get("arguments"), _parameters(function))
     if arguments is None:
         return None
+    return _recalled(argv, function, arguments)
+
+
+def _recalled(argv: list[str], function, arguments: dict) -> int:
     from jobgen.cli import answer
 
     def call() -> int:
@@ -160,13 +164,13 @@ def _decoded(arguments: object, names: tuple[str, ...]) -> dict | None:
     return out
 
 
-def _value(value):
+def _value(value, top: bool = True):
     from jobgen.cli.answer import Format
 
     if value is None or type(value) in (bool, str):
         return value
-    if isinstance(value, list):
-        items = [_value(v) for v in value]
+    if isinstance(value, list) and top:  # only an argument's own list (the manifests), never a list in one
+        items = [_value(v, top=False) for v in value]
         return _UNKNOWN if any(v is _UNKNOWN for v in items) else items
     if isinstance(value, dict) and len(value) == 1:
         (tag, text), = value.items()

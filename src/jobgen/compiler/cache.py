@@ -135,7 +135,7 @@ def lookup(output: Path, wanted: str) -> Entry | None:
             with contextlib.suppress(OSError):
                 os.utime(fh.fileno())  # most recently used: kept by the trimming in store
         return entry
-    except (OSError, ValueError, TypeError, KeyError):
+    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):  # any entry not as store writes it
         return None
     finally:
         os.close(dir_fd)
@@ -164,7 +164,7 @@ def recall_read(key_: str) -> dict | None:
             with contextlib.suppress(OSError):
                 os.utime(fh.fileno())
         return doc if isinstance(doc, dict) else None
-    except (OSError, ValueError):
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser goes
         return None
     finally:
         os.close(dir_fd)
