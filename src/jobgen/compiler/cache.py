@@ -117,6 +117,18 @@ def problem() -> str | None:
 
 def lookup(output: Path, wanted: str) -> Entry | None:
     """The entry for ``output`` if its key is ``wanted`` and it can be trusted, else None."""
+    doc = _read(_entry_name(output))
+    try:
+        entry = None if doc is None else _parse(doc)
+    except (ValueError, TypeError, KeyError, AttributeError):  # any entry not as store writes it
+        return None
+    return entry if entry is not None and entry.key == wanted else None
+
+
+def _read(name: str) -> object | None:
+    """The JSON document in the cache folder's file ``name``, if the folder and the file
+    can be trusted (``_trusted``), marked as the most recently used (kept by the trimming);
+    None if there is none, or it cannot be read or trusted."""
     where = folder()
     if where is None:
         return None
@@ -125,17 +137,15 @@ def lookup(output: Path, wanted: str) -> Entry | None:
     except (OSError, Untrusted):
         return None
     try:
-        fd = os.open(_entry_name(output), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
+        fd = os.open(name, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
         with os.fdopen(fd, "rb") as fh:
             if not _trusted(os.fstat(fh.fileno())):
                 return None
-            entry = _parse(json.loads(fh.read()))
-            if entry is None or entry.key != wanted:
-                return None
+            doc = json.loads(fh.read())
             with contextlib.suppress(OSError):
-                os.utime(fh.fileno())  # most recently used: kept by the trimming in store
-        return entry
-    except (OSError, ValueError, TypeError, KeyError, AttributeError, RecursionError):  # any entry not as store writes it
+                os.utime(fh.fileno())
+        return doc
+    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser goes
         return None
     finally:
         os.close(dir_fd)
@@ -148,26 +158,8 @@ _RECALL = ".argv"
 
 def recall_read(key_: str) -> dict | None:
     """The record named ``key_`` (a hex digest), if there is one that can be trusted."""
-    where = folder()
-    if where is None:
-        return None
-    try:
-        dir_fd = _open_folder(where, create=False)
-    except (OSError, Untrusted):
-        return None
-    try:
-        fd = os.open(key_ + _RECALL, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC, dir_fd=dir_fd)
-        with os.fdopen(fd, "rb") as fh:
-            if not _trusted(os.fstat(fh.fileno())):
-                return None
-            doc = json.loads(fh.read())
-            with contextlib.suppress(OSError):
-                os.utime(fh.fileno())
-        return doc if isinstance(doc, dict) else None
-    except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested deeper than the parser goes
-        return None
-    finally:
-        os.close(dir_fd)
+    doc = _read(key_ + _RECALL)
+    return doc if isinstance(doc, dict) else None
 
 
 def recall_write(key_: str, doc: dict) -> None:
