@@ -14,14 +14,15 @@ from types import SimpleNamespace
 import pytest
 from support.cli import jobgen as run_jobgen
 
+# One job on systemd 257, its run serialized on the host: a unit, a timer and a lock file.
 MANIFEST = """\
 jobgen: 1
-target: {systemd: '252'}
+target: {systemd: '257'}
 jobs:
-  backup:
-    command: [/usr/bin/backup, --all]
-    schedule: daily
+  sweep:
     lock: host
+    schedule: daily
+    command: [/usr/bin/sweep, --all]
 """
 
 
@@ -122,7 +123,7 @@ def test_the_json_answer_of_a_recalled_line_is_one_document(manifest: Path, tmp_
     assert not recalled.parsed
     doc = json.loads(recalled.stdout)
     assert (doc["ok"], doc["exit_code"], doc["error"]) == (False, 2, "1 error; nothing written")
-    assert doc["diagnostics"][0]["message"].startswith("job 'backup': unknown key 'colour'")
+    assert doc["diagnostics"][0]["message"].startswith("job 'sweep': unknown key 'colour'")
 
 
 # A record is data only (JSON, read field by field): one that is not exactly what recall.py
