@@ -601,8 +601,8 @@ def test_a_manifest_name_with_a_line_break_is_one_line_per_problem(tmp_path: Pat
     r, out = run_generator(tmp_path, src)
     assert r.returncode == 0
     assert r.stderr.splitlines() == [
-        f"{src}/a\\nb.yaml:1:1: error: cannot name this manifest in SourcePath=: control character in unit file value "
-        f"'{src}/a\\nb.yaml'",
+        f"{src}/a\\nb.yaml:1:1: error: the manifest's file name holds the control character U+000A; it is written into "
+        "the first line of every unit and into the tmpfiles.d snippet's name: rename the file",
         f"jobgen-generator: {src}/a\\nb.yaml skipped: none of its units were generated; fix it, then `systemctl daemon-reload`",
     ]
     assert sorted(p for p in tree(out) if p.endswith(".timer") and "/" not in p) == ["good.timer"]

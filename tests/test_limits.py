@@ -153,6 +153,31 @@ def test_a_manifest_file_name_too_long_for_its_tmpfiles_conf(tmp_path: Path) -> 
     assert not (tmp_path / "out").exists()
 
 
+# The manifest's file name is written into the first line of every unit and the tmpfiles.d
+# snippet's name: a line break there started a line of its own in every unit (a directive,
+# if the name said one), and a byte that is not UTF-8 ended the render with an internal error.
+@pytest.mark.parametrize("name, shown, what", [
+    (b"a\nExecStartPre=true.yaml", "a\\nExecStartPre=true.yaml", "the control character U+000A"),
+    (b"red\x1b[31m.yaml", "red\\x1b[31m.yaml", "the control character U+001B"),
+    (b"caf\xe9.yaml", "caf\\xe9.yaml", "a byte that is not UTF-8"),
+])
+def test_a_manifest_file_name_that_cannot_be_written_into_a_unit(tmp_path: Path, name: bytes, shown: str, what: str) -> None:
+    import os
+
+    path = os.path.join(os.fsencode(tmp_path), name)
+    with open(path, "w") as fh:
+        fh.write(HEAD + "jobs:\n" + job("backup"))
+    for command in (["render", os.fsdecode(name), "-o", "out"], ["check", os.fsdecode(name)]):
+        result = jobgen(*command, cwd=tmp_path)
+        assert result.stderr.splitlines() == [
+            f"{shown}:1:1: error: the manifest's file name holds {what}; it is written into the first line of every unit "
+            "and into the tmpfiles.d snippet's name: rename the file",
+            "jobgen: 1 error; nothing written",
+        ]
+        assert result.returncode == 2
+    assert not (tmp_path / "out").exists()
+
+
 def test_the_longest_names_render_into_a_real_folder(tmp_path: Path) -> None:
     """At the limits, every file jobgen derives (and the temporary file it writes first)
     fits: the names of a job, a queue job and a worker are 241 characters, the manifest's

@@ -1076,7 +1076,16 @@ def _lint(what: str, body: Map, p: _Problems) -> None:
 
 
 def _manifest_name(path: str, p: _Problems) -> None:
-    """The manifest's file name is part of a file jobgen writes (limits.TMPFILES_CONF)."""
+    """The manifest's file name is part of what jobgen writes: the first line of every
+    unit (header.line) and the tmpfiles.d snippet's name (limits.TMPFILES_CONF)."""
+    name = PurePath(path).name
+    if (m := search_control(name)) is not None:
+        # A line break would end the header's comment and start a line of its own in every
+        # unit; a byte that is not UTF-8 (a surrogate here, os.fsdecode) has no text to write.
+        what = "a byte that is not UTF-8" if 0xDC80 <= ord(m.group()) <= 0xDCFF else f"the control character U+{ord(m.group()):04X}"
+        p.error(Pos(path, 1, 1), f"the manifest's file name holds {what}; it is written into the first line of every unit "
+                "and into the tmpfiles.d snippet's name: rename the file")
+        return
     stem = PurePath(path).stem
     if (size := len(stem.encode("utf-8", "surrogateescape"))) > limits.MANIFEST_STEM_BYTES:
         p.error(
