@@ -321,6 +321,26 @@ def test_a_value_with_a_line_break_is_shown_on_one_line(tmp_path: Path, argv: li
     assert not (tmp_path / "out").exists()
 
 
+# What a command prints on stdout, one line per file or manifest, when a folder it names
+# holds a line break: still one line each, none of which reads as another file's.
+@pytest.mark.parametrize("argv, lines", [
+    (["render", "{d}/m.yaml", "-o", "{d}/out"], ["create    {s}/out/j.service", "create    {s}/out/j.timer"]),
+    (["check", "{d}/m.yaml"], ["{s}/m.yaml: ok (2 files for systemd 252)"]),
+    (["apply", "{d}/m.yaml", "--root", "{d}/img", "--systemd", "252"],
+     ["create    {s}/img/etc/systemd/system/j.service", "create    {s}/img/etc/systemd/system/j.timer",
+      "ran       systemctl --root={s}/img enable j.timer  # new timer"]),
+], ids=["render", "check", "apply --root"])
+def test_a_folder_name_with_a_line_break_is_one_line_per_file(tmp_path: Path, argv: list[str], lines: list[str]) -> None:
+    folder = tmp_path / "a\nb"
+    (folder / "img").mkdir(parents=True)
+    write(folder / "m.yaml", 'jobgen: 1\ntarget: {systemd: "252"}\njobs:\n  j:\n    command: [/bin/true]\n    schedule: "*-*-* 03:00"\n'
+          '    overlap: allow\n')
+    r = jobgen(*[a.format(d=folder) for a in argv])
+    assert r.returncode == 0, r.stderr
+    shown = str(tmp_path) + "/a\\nb"
+    assert r.stdout.splitlines() == [line.format(s=shown) for line in lines]
+
+
 @pytest.mark.parametrize("text, shown", [
     ("plain text, é and ß", "plain text, é and ß"),  # printable: as it is
     ("a\nb\rc\td", "a\\nb\\rc\\td"),

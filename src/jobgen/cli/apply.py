@@ -16,6 +16,7 @@ import typer
 
 from jobgen.cli import completion
 from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, recovery_notes, resolve_target
+from jobgen.contract.oneline import one_line
 from jobgen.cli.exits import APPLY_OUTCOMES, EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, EXIT_PARTIAL, EXIT_REFUSED
 from jobgen.contract.locks import DEFAULT_HOLDER
 
@@ -128,10 +129,10 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
             # job's stop and disable) is listed, as it did change the host.
             if not json_out and not quiet:
                 for s in steps:
-                    typer.echo(f"{'ran':9} {' '.join(s.argv)}  # {s.why}")
+                    typer.echo(one_line(f"{'ran':9} {' '.join(s.argv)}  # {s.why}"))
             shown_notes = notes if json_out or not quiet else [d for d in notes if d.severity != NOTE]
             return fail(EXIT_OUTPUT, [*failed, f"{outcome.unwritten}; the installed files are left as they were"], shown_notes)
-    shown = lambda rel: str(where.root / rel)  # noqa: E731
+    shown = lambda rel: one_line(str(where.root / rel))  # noqa: E731 - one line per file, whatever --root holds
     # A dry run that saw an unfinished earlier apply: the files are not final yet.
     changed = the_plan.changed or recovery.pending
     code = EXIT_PARTIAL if failed else EXIT_DRIFT if check and changed else EXIT_OK
@@ -160,7 +161,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
             if diff and f.changes_anything:
                 typer.echo(_diff(f), nl=False)
         for s in steps if not quiet else ():
-            typer.echo(f"{'would run' if dry else 'ran':9} {' '.join(s.argv)}  # {s.why}")
+            typer.echo(one_line(f"{'would run' if dry else 'ran':9} {' '.join(s.argv)}  # {s.why}"))
         for line in failed:
             err(f"jobgen: error: {line}")
         if not changed and not quiet:

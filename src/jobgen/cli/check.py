@@ -12,6 +12,7 @@ from jobgen.cli.app import (
     build_all, emit_json, err, resolve_target,
 )
 from jobgen.cli.exits import EXIT_OK
+from jobgen.contract.oneline import one_line
 
 
 def check(manifests: list[Path], *, systemd: Optional[str] = None, preset: Optional[str] = None,
@@ -30,7 +31,9 @@ def check(manifests: list[Path], *, systemd: Optional[str] = None, preset: Optio
             err(str(d))
     if not quiet:
         for path, r in zip(manifests, results):
-            typer.echo(f"{path}: ok ({len(r.files)} files for {r.plan.target.describe()})")
+            # One line per manifest, whatever its folder's name holds: a line break there
+            # printed a line that read as another manifest's "ok".
+            typer.echo(one_line(f"{path}: ok ({len(r.files)} files for {r.plan.target.describe()})"))
     return EXIT_OK
 
 

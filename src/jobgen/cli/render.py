@@ -12,6 +12,7 @@ from typing import Optional
 
 from jobgen.cli.answer import CliError, Format, build_all, echo, emit_json, err, recovery_notes, resolve_target
 from jobgen.cli.exits import EXIT_DRIFT, EXIT_OK, EXIT_OUTPUT
+from jobgen.contract.oneline import one_line
 
 
 def _inputs(manifests: list[Path]) -> dict[Path, bytes] | None:
@@ -170,7 +171,7 @@ def render(manifests: list[Path], *, output: Path, holder: str, layout_name: str
         for c in changes:
             action = f"would {c.action}" if dry and c.changes_anything else c.action
             if not quiet:
-                echo(f"{action:9} {output / c.path}")
+                echo(one_line(f"{action:9} {output / c.path}"))  # one line per file, whatever DIR holds
             if diff and c.changes_anything:
                 echo(write.diff(c), nl=False)
     return EXIT_DRIFT if check and drift else EXIT_OK
