@@ -24,6 +24,7 @@ from zoneinfo import ZoneInfo
 from jobgen.compiler import load, names, timespec, validate
 from jobgen.compiler.diagnostics import ERROR, Diagnostic
 from jobgen.compiler.model import Job, Manifest
+from jobgen.contract.oneline import one_line
 from jobgen.compiler.plan import DEFER_WINDOW_USEC, Exec, Plan, Raw, UnitFile
 from jobgen.compiler.target import Target
 from jobgen.contract import locks
@@ -701,4 +702,6 @@ def as_text(r: Report) -> list[str]:
             lines.append(f"{head} {mark} {runner.how}: {runner.by}")
         for risk in j.risks:
             lines.append(f"  {risk.severity:<8}  {risk.code}: {risk.message}")
-    return lines
+    # Each line one line, whatever the manifest's path holds (it is in the first line and in
+    # `jobgen run PATH JOB`; the rest is checked manifest text, with no control character).
+    return [one_line(line) for line in lines]
