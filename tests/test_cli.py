@@ -344,6 +344,31 @@ def test_a_folder_name_with_a_line_break_is_one_line_per_file(tmp_path: Path, ar
     assert shown.replace("\\n", "\n") not in r.stdout
 
 
+# --holder is the path the units exec (a cluster lock's holder): a relative path ended
+# render, apply and run with an internal error, and a line break was written into the unit.
+CLUSTER = ('jobgen: 1\ntarget: {systemd: "257"}\njobs:\n  sync:\n    command: [/usr/bin/sync-data]\n    schedule: hourly\n'
+           '    timeout: 10min\n    lock: {scope: cluster, name: "shop:sync", backend: "redis://127.0.0.1:6379/0"}\n')
+
+
+@pytest.mark.parametrize("argv, end", [
+    (["render", "{m}", "-o", "{d}/out"], ""),
+    (["apply", "{m}", "--root", "{d}/img", "--systemd", "257"], "; nothing changed"),
+    (["run", "{m}", "sync"], ""),
+], ids=["render", "apply --root", "run"])
+@pytest.mark.parametrize("holder, why", [
+    ("bin/jobgen", "the units run it by its path, which must be absolute (e.g. /usr/bin/jobgen)"),
+    ("/usr/bin/jobgen\nExecStartPre=/bin/sh", "holds the control character U+000A; give the path of jobgen on the target hosts"),
+], ids=["relative", "line break"])
+def test_a_holder_the_units_cannot_exec_is_refused(tmp_path: Path, argv: list[str], end: str, holder: str, why: str) -> None:
+    m = write(tmp_path / "m.yaml", CLUSTER)
+    (tmp_path / "img").mkdir()
+    r = jobgen(*[a.format(m=m, d=tmp_path) for a in argv], "--holder", holder)
+    assert (r.returncode, r.stdout) == (2, "")
+    shown = holder.replace("\n", "\\n")
+    assert r.stderr.splitlines() == [f"jobgen: error: --holder {shown}: {why}{end}"]
+    assert not (tmp_path / "out").exists() and list((tmp_path / "img").iterdir()) == []
+
+
 @pytest.mark.parametrize("text, shown", [
     ("plain text, é and ß", "plain text, é and ß"),  # printable: as it is
     ("a\nb\rc\td", "a\\nb\\rc\\td"),

@@ -127,6 +127,25 @@ def _a(word: str) -> str:
     return f"an {word}" if word[0] in "aeiou" else f"a {word}"
 
 
+def holder_problem(holder: str) -> str | None:
+    """Why ``holder`` (--holder) cannot be what the units exec, or None: systemd runs an
+    Exec*= command by its absolute path (systemd.service(5), "Command lines"), and a path
+    with a line break or another control character names no jobgen an operator installed."""
+    from jobgen.compiler.escape import search_control
+
+    if (m := search_control(holder)) is not None:
+        return f"--holder {holder}: holds the control character U+{ord(m.group()):04X}; give the path of jobgen on the target hosts"
+    if not holder.startswith("/"):
+        return f"--holder {holder}: the units run it by its path, which must be absolute (e.g. /usr/bin/jobgen)"
+    return None
+
+
+def check_holder(holder: str) -> None:
+    """CliError when ``holder`` cannot be what the units exec (holder_problem)."""
+    if (why := holder_problem(holder)) is not None:
+        raise CliError(why)
+
+
 def resolve_target(systemd: Optional[str], preset: Optional[str]):
     if systemd and preset:
         raise CliError("give --systemd or --target, not both")

@@ -15,6 +15,7 @@ from typing import Optional
 import typer
 
 from jobgen.cli import completion
+from jobgen.cli.answer import holder_problem
 from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, recovery_notes, resolve_target
 from jobgen.contract.oneline import one_line
 from jobgen.cli.exits import APPLY_OUTCOMES, EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, EXIT_PARTIAL, EXIT_REFUSED
@@ -75,6 +76,8 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
     # On this host the units exec the jobgen that runs now; an image gets the packaged path.
     running = None if root is not None else spawn.running_jobgen(sys.argv[0])
     holder = holder or running or DEFAULT_HOLDER
+    if why := holder_problem(holder):
+        return fail(EXIT_INVALID, [f"{why}; nothing changed"])
     target = resolve_target(systemd if systemd or preset or root is not None else "auto", preset)
     results, problems = [], []
     for path in manifests:

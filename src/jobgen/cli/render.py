@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Optional
 
-from jobgen.cli.answer import CliError, Format, build_all, echo, emit_json, err, recovery_notes, resolve_target
+from jobgen.cli.answer import CliError, Format, build_all, check_holder, echo, emit_json, err, recovery_notes, resolve_target
 from jobgen.cli.exits import EXIT_DRIFT, EXIT_OK, EXIT_OUTPUT
 from jobgen.contract.oneline import one_line
 
@@ -96,6 +96,7 @@ def render(manifests: list[Path], *, output: Path, holder: str, layout_name: str
         layout.check_package(chosen, package)
     except layout.LayoutError as exc:
         raise CliError(f"{exc}; nothing written") from None
+    check_holder(holder)
     target = resolve_target(systemd, preset)
     try:
         merge.distinct_names(manifests)

@@ -12,6 +12,7 @@ from typing import Optional
 import typer
 
 from jobgen.cli import completion
+from jobgen.cli.answer import check_holder
 from jobgen.cli.app import Format, PresetOpt, SystemdOpt, build_all, err, resolve_target
 from jobgen.cli.exits import EXIT_INVALID
 
@@ -20,6 +21,7 @@ def run(manifest: Path, job: str, *, holder: str, systemd: Optional[str] = None,
     """Run ``job`` of ``manifest`` as its unit would, its output on ours; its exit status."""
     from jobgen.runtime import run as runtime
 
+    check_holder(holder)
     (result,) = build_all([manifest], resolve_target(systemd, preset), holder, Format.text)
     spec = result.plan.runs.get(job)
     if spec is None:
