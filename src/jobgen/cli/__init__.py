@@ -4,7 +4,7 @@
 so it is dispatched before typer, jinja2 or the compiler are imported, and so is a render
 line typer has parsed before (recall.py); every other
 command lives in its own module here and is registered on one typer app by
-``COMMANDS`` (app.py), where ``lock`` has an entry too so that `jobgen --help` lists it. A command module parses options, calls the pure core or the host
+``COMMANDS`` (answer.py), where ``lock`` has an entry too so that `jobgen --help` lists it. A command module parses options, calls the pure core or the host
 layer, and turns what comes back into output and an exit code (exits.py).
 """
 
@@ -60,12 +60,9 @@ def main() -> None:
         sys.exit(judged(lost, result.code, result.out_is_product))
     from jobgen.cli import recall
 
-    if recall.usable(argv):
-        # The same render line as an earlier one: its parse recalled, typer not imported.
-        code = recall.run(argv)
-        if code is not None:
-            sys.exit(code)
-        recall.arm(argv)
+    # The same render line as an earlier one: its parse recalled, typer not imported.
+    if recall.usable(argv) and (code := recall.run(argv)) is not None:
+        sys.exit(code)
     try:
         from jobgen.cli.app import run_process
     except ModuleNotFoundError as exc:

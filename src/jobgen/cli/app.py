@@ -24,12 +24,7 @@ import typer
 from jobgen import __version__
 from jobgen.contract.oneline import one_line
 from jobgen.cli.exits import EXIT_CODES, EXIT_INTERRUPTED, EXIT_OK, failure_document, json_asked
-# What every command says and how it ends (answer.py, without typer), under the names the
-# command modules import from here.
-from jobgen.cli.answer import (  # noqa: F401 - re-exported for the command modules
-    COMMANDS, OTHER_NAMES, CliError, Ended, Format, build_all, command_module, echo, emit_json, ended, err, json_answered,
-    recovery_notes, resolve_target,
-)
+from jobgen.cli.answer import COMMANDS, Format, command_module, emit_json, ended, err
 from jobgen.cli import answer
 
 CONTEXT = {"help_option_names": ["-h", "--help"]}

@@ -15,8 +15,8 @@ from typing import Optional
 import typer
 
 from jobgen.cli import completion
-from jobgen.cli.answer import holder_problem
-from jobgen.cli.app import Format, FormatOpt, PresetOpt, QuietOpt, StrictOpt, emit_json, err, holder_option, recovery_notes, resolve_target
+from jobgen.cli.answer import Format, emit_json, err, holder_problem, recovery_notes, resolve_target
+from jobgen.cli.app import FormatOpt, PresetOpt, QuietOpt, StrictOpt, holder_option
 from jobgen.contract.oneline import one_line
 from jobgen.cli.exits import APPLY_OUTCOMES, EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, EXIT_PARTIAL, EXIT_REFUSED
 from jobgen.contract.locks import DEFAULT_HOLDER

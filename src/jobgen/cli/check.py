@@ -7,10 +7,8 @@ from typing import Optional
 
 import typer
 
-from jobgen.cli.app import (
-    EPILOG, Format, FormatOpt, ManifestsArg, PresetOpt, QuietOpt, StrictOpt, SystemdOpt,
-    build_all, emit_json, err, resolve_target,
-)
+from jobgen.cli.answer import Format, build_all, emit_json, err, resolve_target
+from jobgen.cli.app import EPILOG, FormatOpt, ManifestsArg, PresetOpt, QuietOpt, StrictOpt, SystemdOpt
 from jobgen.cli.exits import EXIT_OK
 from jobgen.contract.oneline import one_line
 

@@ -15,8 +15,9 @@ from typing import Callable, Iterable
 
 import typer
 
+from jobgen.cli.recall import COMPLETE_VAR  # click's _{PROG}_COMPLETE, upper case; a render never recalls under it
+
 PROG = "jobgen"
-COMPLETE_VAR = "_JOBGEN_COMPLETE"  # click: _{PROG}_COMPLETE, upper case
 
 
 class Shell(str, Enum):

@@ -6,7 +6,8 @@ from typing import Optional
 
 import typer
 
-from jobgen.cli.app import Format, FormatOpt, PresetOpt, SystemdOpt, emit_json, resolve_target
+from jobgen.cli.answer import Format, emit_json, resolve_target
+from jobgen.cli.app import FormatOpt, PresetOpt, SystemdOpt
 from jobgen.cli.exits import EXIT_OK
 
 

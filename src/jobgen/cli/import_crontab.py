@@ -9,7 +9,7 @@ from typing import Optional
 
 import typer
 
-from jobgen.cli.app import err
+from jobgen.cli.answer import err
 from jobgen.cli.exits import EXIT_INTERNAL, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT
 
 # Some lines were not translated: the manifest holds the others.

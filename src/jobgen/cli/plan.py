@@ -8,7 +8,8 @@ from typing import Optional
 
 import typer
 
-from jobgen.cli.app import Format, FormatOpt, PresetOpt, SystemdOpt, build_all, emit_json, err, resolve_target
+from jobgen.cli.answer import Format, build_all, emit_json, err, resolve_target
+from jobgen.cli.app import FormatOpt, PresetOpt, SystemdOpt
 from jobgen.cli.exits import EXIT_INVALID, EXIT_OK, failure_document
 
 

@@ -15,7 +15,8 @@ from typing import Optional
 import typer
 
 from jobgen.cli import completion
-from jobgen.cli.app import Format, FormatOpt, SystemdOpt, build_all, err, json_answered, resolve_target
+from jobgen.cli.answer import Format, build_all, err, json_answered, resolve_target
+from jobgen.cli.app import FormatOpt, SystemdOpt
 from jobgen.cli.exits import EXIT_INVALID
 from jobgen.runtime import spawn
 

@@ -12,8 +12,8 @@ Nothing here parses: a line never seen, seen with another jobgen or typer, or a 
 that is not exactly what ``remembered`` writes goes to typer, as if there were no record.
 Records live in the render cache's folder, under its trust rule, and go with it
 (compiler/cache.py: `recall_read`, `recall_write`); `--no-cache` neither reads nor writes
-one, and neither does shell completion. Only a console-script run records (``arm``):
-a test calling app.run in-process leaves none behind.
+one, and neither does shell completion. Only a console-script run records (``run``, which
+main calls): a test calling app.run in-process leaves none behind.
 """
 
 from __future__ import annotations
@@ -23,32 +23,34 @@ import importlib.util
 import os
 from pathlib import Path
 
+from jobgen.cli import answer
+
 FORMAT = 1  # of a record
 # The commands whose parse is recalled: command -> (module, function). The typer command's
 # keyword arguments are the function's (tests/test_command_functions.py: its body is one
 # call of the function with them).
 RECALLED = {"render": ("jobgen.cli.render", "render")}
-# click's shell completion protocol (cli/completion.py COMPLETE_VAR): such a run completes
-# words, it does not render.
-_COMPLETING = "_JOBGEN_COMPLETE"
+# click's shell completion protocol: _{PROG}_COMPLETE, upper case, set by the scripts
+# cli/completion.py prints. Such a run completes words, it does not render. Named here,
+# typer-free, for completion.py too.
+COMPLETE_VAR = "_JOBGEN_COMPLETE"
 # Words after which the parse is never recorded, so never worth looking for.
 _NEVER = ("--no-cache", "--help", "-h")
 
 
 class _Armed:
-    argv: list[str] | None = None  # the console script's words, set by ``arm``
+    """The console script's words with no record yet (``run``), and their key: what the
+    typer command records its parse under."""
+
+    argv: list[str] | None = None
+    key = ""
 
 
 def usable(argv: list[str]) -> bool:
     """Whether ``argv`` may have a record: a command listed in RECALLED, no --no-cache
     (which neither reads nor writes the cache folder), no --help, not a completion."""
     return (bool(argv) and argv[0] in RECALLED and not any(word in _NEVER for word in argv)
-            and _COMPLETING not in os.environ)
-
-
-def arm(argv: list[str]) -> None:
-    """Let the typer command record its parse of ``argv`` (the console script's words)."""
-    _Armed.argv = list(argv)
+            and COMPLETE_VAR not in os.environ)
 
 
 def remembered(command: str):
@@ -60,7 +62,7 @@ def remembered(command: str):
         def recording(**arguments):
             argv = _Armed.argv
             if argv is not None and argv[:1] == [command] and not arguments.get("no_cache"):
-                _record(argv, command, arguments)
+                _record(_Armed.key, command, arguments)
             return function(**arguments)
 
         return recording
@@ -69,25 +71,25 @@ def remembered(command: str):
 
 
 def run(argv: list[str]) -> int | None:
-    """The exit code of the command ``argv`` names, run with its recorded parse; None when
-    there is no usable record (then typer parses)."""
-    command = argv[0]
+    """The exit code of the command ``argv`` (the console script's words) names, run with
+    its recorded parse; None when there is no usable record: then typer parses, and the
+    typer command records its parse for the next run (``remembered``)."""
     from jobgen.compiler import cache
 
-    doc = cache.recall_read(_key(argv))
-    if doc is None or doc.get("format") != FORMAT or doc.get("command") != command:
-        return None
+    command, key = argv[0], _key(argv)
+    doc = cache.recall_read(key)
     module, name = RECALLED[command]
-    function = getattr(importlib.import_module(module), name)
-    arguments = _decoded(doc.get("arguments"), _parameters(function))
+    arguments = None
+    if doc is not None and doc.get("format") == FORMAT and doc.get("command") == command:
+        function = getattr(importlib.import_module(module), name)
+        arguments = _decoded(doc.get("arguments"), _parameters(function))
     if arguments is None:
+        _Armed.argv, _Armed.key = list(argv), key
         return None
     return _recalled(argv, function, arguments)
 
 
 def _recalled(argv: list[str], function, arguments: dict) -> int:
-    from jobgen.cli import answer
-
     def call() -> int:
         answer.fewer_collections()
         return function(**arguments)
@@ -95,13 +97,13 @@ def _recalled(argv: list[str], function, arguments: dict) -> int:
     return answer.run_process(argv, lambda words: answer.ended(words, call))
 
 
-def _record(argv: list[str], command: str, arguments: dict) -> None:
+def _record(key: str, command: str, arguments: dict) -> None:
     from jobgen.compiler import cache
 
     encoded = {name: _encoded(value) for name, value in arguments.items()}
     if any(value is _UNKNOWN for value in encoded.values()):
         return  # a value this record cannot hold: the next run is parsed by typer
-    cache.recall_write(_key(argv), {"format": FORMAT, "command": command, "arguments": encoded})
+    cache.recall_write(key, {"format": FORMAT, "command": command, "arguments": encoded})
 
 
 def _key(argv: list[str]) -> str:
@@ -136,13 +138,11 @@ _UNKNOWN = object()
 def _encoded(value):
     """A parsed value as JSON: a path and an enum member tagged, lists item by item;
     _UNKNOWN for any other kind (never recorded)."""
-    from jobgen.cli.answer import Format
-
     if value is None or type(value) in (bool, str):
         return value
     if isinstance(value, Path):
         return {"path": os.fspath(value)}
-    if isinstance(value, Format):
+    if isinstance(value, answer.Format):
         return {"format": value.value}
     if isinstance(value, (list, tuple)):
         items = [_encoded(v) for v in value]
@@ -165,8 +165,6 @@ def _decoded(arguments: object, names: tuple[str, ...]) -> dict | None:
 
 
 def _value(value, top: bool = True):
-    from jobgen.cli.answer import Format
-
     if value is None or type(value) in (bool, str):
         return value
     if isinstance(value, list) and top:  # only an argument's own list (the manifests), never a list in one
@@ -176,8 +174,8 @@ def _value(value, top: bool = True):
         (tag, text), = value.items()
         if tag == "path" and isinstance(text, str) and text:
             return Path(text)
-        if tag == "format" and text in {f.value for f in Format}:
-            return Format(text)
+        if tag == "format" and text in {f.value for f in answer.Format}:
+            return answer.Format(text)
     return _UNKNOWN
 
 

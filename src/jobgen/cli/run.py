@@ -12,8 +12,8 @@ from typing import Optional
 import typer
 
 from jobgen.cli import completion
-from jobgen.cli.answer import check_holder
-from jobgen.cli.app import Format, PresetOpt, SystemdOpt, build_all, err, resolve_target
+from jobgen.cli.answer import Format, build_all, check_holder, err, resolve_target
+from jobgen.cli.app import PresetOpt, SystemdOpt
 from jobgen.cli.exits import EXIT_INVALID
 
 

@@ -14,7 +14,7 @@ from typing import Optional
 
 import typer
 
-from jobgen.cli.app import Format, build_all, err
+from jobgen.cli.answer import Format, build_all, err
 from jobgen.cli.exits import EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, EXIT_REFUSED
 
 # host.StatusError.kind -> exit code (README "Exit codes")

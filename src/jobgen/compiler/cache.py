@@ -195,9 +195,6 @@ def _parse(doc: object) -> Entry | None:
 def store(output: Path, entry: Entry) -> None:
     """Write ``entry`` for ``output`` (atomically: a reader sees the old entry or the new),
     then keep only the KEEP most recently used entries. Failing to is not an error."""
-    where = folder()
-    if where is None:
-        return
     doc = {
         "format": FORMAT,
         "key": entry.key,
