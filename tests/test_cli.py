@@ -344,6 +344,22 @@ def test_a_folder_name_with_a_line_break_is_one_line_per_file(tmp_path: Path, ar
     assert shown.replace("\\n", "\n") not in r.stdout
 
 
+# The lines name each file as the output folder joins it, however the folder is spelled
+# (the lines are joined as text, written at once).
+@pytest.mark.parametrize("output, shown", [
+    (".", "j.service"),
+    ("./", "j.service"),
+    ("out/", "out/j.service"),
+    ("out//sub/.", "out/sub/j.service"),
+])
+def test_each_file_line_names_the_file_as_the_folder_joins_it(tmp_path: Path, output: str, shown: str) -> None:
+    write(tmp_path / "m.yaml", 'jobgen: 1\ntarget: {systemd: "252"}\njobs:\n  j:\n    command: [/bin/true]\n    schedule: daily\n'
+          '    overlap: allow\n')
+    r = jobgen("render", str(tmp_path / "m.yaml"), "-o", output, "--no-cache", cwd=tmp_path)
+    assert r.returncode == 0, r.stderr
+    assert r.stdout.splitlines() == [f"create    {shown}", f"create    {shown.removesuffix('.service')}.timer"]
+
+
 # --holder is the path the units exec (a cluster lock's holder): a relative path ended
 # render, apply and run with an internal error, and a line break was written into the unit.
 CLUSTER = ('jobgen: 1\ntarget: {systemd: "257"}\njobs:\n  sync:\n    command: [/usr/bin/sync-data]\n    schedule: hourly\n'
