@@ -742,6 +742,42 @@ def test_a_debian_image_keeps_debian_s_rule(image, tmp_path):
     assert "cron-daily-man-db-cron" not in _manifest_jobs(tmp_path / "out", "cron.daily.yaml")
 
 
+# systemd-cron reads the same files by rules of its own (host/crontabs.SYSTEMD_CRON_LINES):
+# read by Debian's, the import was wrong without a word (a line naming both day fields ran
+# on either day, where systemd-cron runs it when both match). Told by its generator, Debian
+# 13's (C++, ELF) or Debian 12's (Python), under /usr/lib or, through merged /usr, /lib.
+SYSTEMD_CRON_2 = ("jobgen: error: the image's cron is systemd-cron 2.x ({img}/{where}), which reads crontabs by rules "
+                  "of its own: a line with both a day of the month and a day of the week runs only when both match, "
+                  "a month name drops the line, and each script in /etc/cron.daily and the other folders gets a timer "
+                  "of its own; jobgen reads them by Debian's cron's or cronie's rules only: pass --cron debian or "
+                  "--cron cronie to read them by those, then review each job (README: systemd-cron); nothing written")
+SYSTEMD_CRON_1 = ("jobgen: error: the image's cron is systemd-cron 1.x ({img}/{where}), which reads crontabs by rules "
+                  "of its own: its own timers run /etc/cron.daily and the other folders, at times of their own; "
+                  "jobgen reads them by Debian's cron's or cronie's rules only: pass --cron debian or --cron cronie to "
+                  "read them by those, then review each job (README: systemd-cron); nothing written")
+GENERATOR = "systemd/system-generators/systemd-crontab-generator"
+
+
+@pytest.mark.parametrize("where, head, message", [
+    (f"usr/lib/{GENERATOR}", b"\x7fELF\x02\x01\x01\x00", SYSTEMD_CRON_2),
+    (f"lib/{GENERATOR}", b"#!/usr/bin/python3\n", SYSTEMD_CRON_1),
+], ids=["2.x", "1.x, merged /usr"])
+def test_a_systemd_cron_image_is_not_read_by_another_cron_s_rules_unless_asked(image, tmp_path, where, head, message):
+    img = str(image)
+    if where.startswith("lib/"):
+        (image / "usr/lib").mkdir(parents=True)
+        (image / "lib").symlink_to("usr/lib")  # merged /usr, as debootstrap makes it
+        where = f"usr/{where}"  # the real path inside the image
+    _put(image, where, head, 0o755)
+    _put(image, "etc/cron.d/both-days", "30 4 1,15 * 5 root /usr/local/bin/report\n")
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert (r.returncode, r.stdout, r.stderr.splitlines()) == (2, "", [message.format(img=img, where=where)])
+    assert list((tmp_path / "out").iterdir()) == []
+    asked = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"), "--cron", "debian")
+    assert asked.returncode == 0, asked.stderr
+    assert f"{img}/etc/cron.d/both-days:1: translated: both-days-report-l1 in cron.d-both-days.yaml" in asked.stdout.splitlines()
+
+
 DEBIAN_ANACRONTAB = """\
 SHELL=/bin/sh
 HOME=/root

@@ -55,6 +55,9 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
     if crontab is None:
         err("jobgen: error: give a crontab FILE, or --host for the whole host's cron")
         return EXIT_INVALID
+    if cron is None and (why := _unread_rules(Path("/"))):
+        err(why)
+        return EXIT_INVALID
     stdin = str(crontab) == "-"  # as crontab(1) reads one: `crontab -l | jobgen import-crontab -`
     try:
         text = _read_crontab(None if stdin else crontab).decode("utf-8")
@@ -114,7 +117,7 @@ def register(app: typer.Typer) -> None:
         user: Optional[str] = typer.Option(None, "--user", help="Owner of a user crontab (its jobs get user: NAME)."),
         system: Optional[bool] = typer.Option(None, "--system/--user-crontab", help="Whether lines have a user column (default: /etc/crontab and cron.d files do)."),
         force: bool = typer.Option(False, "--force", help="Overwrite MANIFEST if it exists."),
-        cron: Optional[str] = typer.Option(None, "--cron", metavar="debian|cronie", help="Whose rules the crontab was read by: Debian's cron (CRON_TZ does not change when jobs run) or cronie (it does; RHEL, Fedora). Default: the cron of this host, or with --root of the image."),
+        cron: Optional[str] = typer.Option(None, "--cron", metavar="debian|cronie", help="Whose rules the crontab was read by: Debian's cron (CRON_TZ does not change when jobs run) or cronie (it does; RHEL, Fedora). Default: the cron of this host, or with --root of the image; where that is systemd-cron, whose rules differ from both, this option must say which."),
     ) -> None:
         """Translate a crontab into a manifest; untranslatable lines are reported with their line number."""
         raise typer.Exit(import_crontab(crontab, output=output, host=host, root=root, zone=zone, user=user,
@@ -138,6 +141,9 @@ def import_host(crontab: Optional[Path], output: Optional[Path], root: Optional[
     root = root or Path("/")
     if why := root_problem(root):
         err(f"jobgen: error: --root {root}: {why}")
+        return EXIT_INVALID
+    if cron_name is None and (why := _unread_rules(root)):
+        err(why)
         return EXIT_INVALID
     folder = output or Path(".")
     if not folder.is_dir():  # made by no one but the operator: a typo must not scatter manifests
@@ -163,6 +169,20 @@ def import_host(crontab: Optional[Path], output: Optional[Path], root: Optional[
         f"manifest{'s' if len(files) != 1 else ''} in {folder}"
         + (f"; {result.refused} refused" if result.refused else ""))
     return EXIT_PARTIAL if result.refused or not result.jobs else EXIT_OK
+
+
+def _unread_rules(root: Path) -> str | None:
+    """The error when the cron of ROOT reads crontabs by rules jobgen does not read them by
+    (systemd-cron: host/crontabs.SYSTEMD_CRON_LINES): no guess, --cron says whose."""
+    from jobgen.host import crontabs as host_cron
+
+    if (found := host_cron.systemd_cron(root)) is None:
+        return None
+    where, line, differs = found
+    what = "this host's" if str(root) == "/" else "the image's"
+    return (f"jobgen: error: {what} cron is systemd-cron{' ' + line if line else ''} ({where}), which reads crontabs by "
+            f"rules of its own: {differs}; jobgen reads them by Debian's cron's or cronie's rules only: pass --cron "
+            "debian or --cron cronie to read them by those, then review each job (README: systemd-cron); nothing written")
 
 
 def _read_crontab(path: Optional[Path]) -> bytes:

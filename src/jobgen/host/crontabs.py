@@ -110,6 +110,22 @@ RUN_PARTS_MAGIC = ((b"\x7fELF", "debian"), (b"#!", "cronie"))
 OS_RELEASE = ("etc/os-release", "usr/lib/os-release")  # os-release(5): the first that exists
 OS_IDS = {"debian": "debian", "ubuntu": "debian", "rhel": "cronie", "fedora": "cronie", "centos": "cronie"}
 
+# systemd-cron (the `systemd-cron` package, which replaces cron and anacron) reads the same
+# files through its generator, by rules of its own, and the rules of its two lines differ
+# again. Read by Debian's or cronie's rules, such a host's import would be wrong without a
+# word; so jobgen says so, and reads them by one of those only when --cron asks. The
+# generator, by its first bytes (Debian 13's 2.5.1 is C++, Debian 12's 1.15.19 Python) ->
+# the line and what changes, from 2.5.1's src/bin/systemd-crontab-generator.cpp (day fields
+# ANDed in its calendar, month names refused by its parser, one unit per folder script) and
+# 1.15.19's cron-{hourly,daily,weekly,monthly}.timer, which run the folders themselves.
+SYSTEMD_CRON_GENERATORS = ("usr/lib/systemd/system-generators/systemd-crontab-generator",
+                           "lib/systemd/system-generators/systemd-crontab-generator")
+SYSTEMD_CRON_LINES = (
+    (b"\x7fELF", "2.x", "a line with both a day of the month and a day of the week runs only when both match, a month "
+     "name drops the line, and each script in /etc/cron.daily and the other folders gets a timer of its own"),
+    (b"#!", "1.x", "its own timers run /etc/cron.daily and the other folders, at times of their own"),
+)
+
 
 @dataclass(frozen=True)
 class Unread:
@@ -328,6 +344,19 @@ def image_flavour(root: Path) -> str:
         ids = [fields.get("ID", "").strip("\"' ")] + fields.get("ID_LIKE", "").strip("\"' ").split()
         return next((OS_IDS[i] for i in ids if i in OS_IDS), DEFAULT_FLAVOUR)
     return DEFAULT_FLAVOUR
+
+
+def systemd_cron(root: Path) -> tuple[str, str, str] | None:
+    """(where its generator is, as shown; its line; what it reads differently) when the
+    image's cron is systemd-cron (SYSTEMD_CRON_GENERATORS), else None."""
+    for rel in SYSTEMD_CRON_GENERATORS:
+        head = _head(root, rel, 4)
+        if head is None:
+            continue
+        line, differs = next(((line, differs) for magic, line, differs in SYSTEMD_CRON_LINES if head.startswith(magic)),
+                             ("", "its generator reads them"))
+        return _shown(root, rel), line, differs
+    return None
 
 
 def read_host(root: Path, flavour_name: str | None = None) -> HostCron:
