@@ -259,6 +259,36 @@ def test_without_a_running_systemd_apply_refuses_and_names_root(shop):
     assert r.stderr.endswith("jobgen: error: systemd is not running on this host (no /run/systemd/system); to fill an image root use --root DIR\n")
 
 
+
+# Root without capabilities (the bounding set emptied before jobgen is executed): folder
+# modes hold for it as for any user.
+NO_CAPS = ["setpriv", "--bounding-set=-all", "--inh-caps=-all", "--"] if os.geteuid() == 0 else []
+
+
+@needs_systemctl
+@pytest.mark.parametrize("mode, refused", [
+    (0o311, ["{units} cannot be read (Permission denied)"]),  # not listable
+    (0o611, ["{units}/queue.target cannot be read (Permission denied)"]),  # listable, its files not reachable
+], ids=["folder", "files"])
+def test_a_folder_apply_may_not_read_is_refused_and_nothing_changes(shop, tmp_path, mode, refused):
+    """The layout's folders are read for files jobgen wrote before (to remove or keep): one it
+    may not list, or whose files it may not open, ended in an internal error (exit 70)."""
+    root = tmp_path / "root"
+    assert jobgen("apply", str(shop), "--root", str(root), "-q").returncode == 0
+    units = root / "etc" / "systemd" / "system"
+    (units / "stray.conf").write_text("# not a unit, not jobgen's\n")
+    before = snapshot(root)
+    units.chmod(mode)
+    try:
+        r = jobgen("apply", str(shop), "--root", str(root), prefix=NO_CAPS)
+    finally:
+        units.chmod(0o755)
+    assert (r.returncode, r.stdout) == (4, "")
+    lines = r.stderr.splitlines()
+    assert lines[-1] == "jobgen: error: nothing changed"
+    assert lines[0] == "jobgen: error: " + refused[0].format(units=units)
+    assert snapshot(root) == before
+
 @pytest.mark.skipif(os.geteuid() != 0, reason="drops to nobody")
 def test_not_root_is_refused():
     where = host.Where(Path("/"), layout.LAYOUTS["etc"], image=False)

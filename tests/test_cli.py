@@ -344,6 +344,28 @@ def test_a_folder_name_with_a_line_break_is_one_line_per_file(tmp_path: Path, ar
     assert shown.replace("\\n", "\n") not in r.stdout
 
 
+EMPTY_TARGET = ("empty systemd target; expected a version like '252', a range like '>=252,<258', or a preset (one of "
+                "debian-11, debian-12, debian-13, rhel-8, rhel-9, ubuntu-20.04, ubuntu-22.04, ubuntu-24.04)")
+
+
+@pytest.mark.parametrize("argv, line", [
+    (["check", "{m}", "--target", ""], f"jobgen: error: --target '': {EMPTY_TARGET}"),
+    (["render", "{m}", "-o", "{d}/out", "--target", ""], f"jobgen: error: --target '': {EMPTY_TARGET}"),
+    (["directives", "--target", ""], f"jobgen: error: --target '': {EMPTY_TARGET}"),
+    (["check", "{m}", "--systemd", ""], f"jobgen: error: --systemd '': {EMPTY_TARGET}"),
+    (["check", "{m}", "--systemd", "252", "--target", ""], "jobgen: error: give --systemd or --target, not both"),
+    (["apply", "{m}", "--root", "{d}/img", "--target", ""], f"jobgen: error: --target '': {EMPTY_TARGET}"),
+], ids=["check --target", "render --target", "directives --target", "check --systemd", "both", "apply --target"])
+def test_an_empty_target_is_refused_not_taken_for_none(tmp_path: Path, argv: list[str], line: str) -> None:
+    """`--target "$PRESET"` with PRESET unset compiled for the default target (>=252), or
+    with --systemd skipped the check that only one is given."""
+    m = write(tmp_path / "m.yaml", 'jobgen: 1\njobs:\n  j:\n    command: [/bin/true]\n    schedule: daily\n')
+    (tmp_path / "img").mkdir()
+    r = jobgen(*[a.format(m=m, d=tmp_path) for a in argv])
+    assert (r.returncode, r.stdout, r.stderr.splitlines()) == (2, "", [line])
+    assert not (tmp_path / "out").exists() and list((tmp_path / "img").iterdir()) == []
+
+
 # The lines name each file as the output folder joins it, however the folder is spelled
 # (the lines are joined as text, written at once).
 @pytest.mark.parametrize("output, shown", [

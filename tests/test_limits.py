@@ -178,6 +178,23 @@ def test_a_manifest_file_name_that_cannot_be_written_into_a_unit(tmp_path: Path,
     assert not (tmp_path / "out").exists()
 
 
+
+def test_a_manifest_that_is_a_fifo_nobody_writes_ends_at_once(tmp_path: Path) -> None:
+    """open(2) of a FIFO waits for a writer: every command, and the generator at boot, hung
+    there. It reads as empty now; a pipe (`jobgen check <(...)`) is still read to its end."""
+    import os
+
+    os.mkfifo(tmp_path / "m.yaml")
+    for command in (["render", "m.yaml", "-o", "out"], ["check", "m.yaml"], ["plan", "m.yaml"]):
+        result = jobgen(*command, cwd=tmp_path, timeout=60)
+        assert (result.returncode, result.stderr.splitlines()) == (2, [
+            "m.yaml:1:1: error: the manifest is empty (it needs at least 'jobgen: 1' and a 'jobs:' section)",
+            "jobgen: 1 error; nothing written",
+        ])
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]
+    piped = jobgen("check", "/dev/stdin", input=HEAD + "jobs:\n" + job("backup"), timeout=60)
+    assert piped.returncode == 0 and piped.stdout.startswith("/dev/stdin: ok (3 files"), piped
+
 def test_the_longest_names_render_into_a_real_folder(tmp_path: Path) -> None:
     """At the limits, every file jobgen derives (and the temporary file it writes first)
     fits: the names of a job, a queue job and a worker are 241 characters, the manifest's

@@ -173,3 +173,28 @@ def test_an_output_that_is_not_a_regular_file_is_not_replaced(manifest, tmp_path
     after = os.lstat(out)
     assert (after.st_mode, after.st_ino, after.st_rdev) == (before.st_mode, before.st_ino, before.st_rdev)
     assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml", "out"]
+
+
+def test_a_full_file_system_leaves_the_old_textfile_and_no_temporary_file(manifest, tmp_path):
+    # The -o folder on a full tmpfs (in a private mount namespace): writing fails with ENOSPC,
+    # and closing the temporary file flushed and failed again before it was removed, so a
+    # status timer left one more `.jobgen.prom.*.tmp` at every run.
+    needs("journalctl", "unshare")
+    if os.geteuid() != 0:
+        pytest.skip("mounts a tmpfs")
+    fake = tmp_path / "bin"
+    fake.mkdir()
+    (fake / "systemctl").write_text('#!/bin/sh\nfor u in "$@"; do case "$u" in *.timer) printf "Id=%s\\nLoadState=loaded\\n'
+                                    'UnitFileState=enabled\\nActiveState=active\\n\\n" "$u";; esac; done\n')
+    (fake / "systemctl").chmod(0o755)
+    folder = tmp_path / "full"
+    folder.mkdir()
+    # Mounted, filled, then jobgen; then what the folder holds, on stdout after jobgen's (none).
+    full = ["unshare", "--mount", "--propagation", "private", "sh", "-c",
+            'mount -t tmpfs -o size=64k jobgen-test "$0" && echo old > "$0/jobgen.prom" && '
+            '{ head -c 1000000 /dev/zero > "$0/fill" 2>/dev/null; true; } && "$@"; code=$?; ls -A "$0"; cat "$0/jobgen.prom"; '
+            'exit $code', str(folder)]
+    r = jobgen("status", str(manifest), "--format", "prometheus", "-o", str(folder / "jobgen.prom"), prefix=full,
+               env={**os.environ, "PATH": f"{fake}:/usr/bin:/bin"})
+    assert r.stderr == f"jobgen: error: cannot write {folder / 'jobgen.prom'}: No space left on device\n"
+    assert (r.returncode, r.stdout) == (EXIT_OUTPUT, "fill\njobgen.prom\nold\n")

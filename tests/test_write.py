@@ -571,3 +571,69 @@ def test_a_planted_journal_cannot_move_or_remove_anything_outside(tmp_path: Path
                         "(a path in it is not inside the output folder); check the folder, then remove it\n")
     assert victim.read_text() == "keep\n"
     assert sorted(p.name for p in out.iterdir()) == [".jobgen-journal"]
+
+
+# --- what the output tree holds that jobgen cannot read ---------------------------------
+
+
+def test_prune_in_a_folder_it_may_not_list_is_one_line(shared_tmp: Path) -> None:
+    """--prune lists the layout's folders for files to remove: one this user may not list
+    ended in an internal error (exit 70)."""
+    _as_nobody_works(shared_tmp)
+    m = manifest(shared_tmp / "m.yaml", {"j": "1"})
+    out = shared_tmp / "out"
+    assert jobgen("render", str(m), "-o", str(out)).returncode == 0
+    os.chown(out, 65534, 65534)
+    (out / "tmpfiles.d").chmod(0o311)  # root's, searchable, not listable
+    before = tree(out)
+    r = jobgen("render", str(m), "-o", str(out), "--prune", user="nobody")
+    assert (r.returncode, r.stdout, r.stderr) == (EXIT_OUTPUT, "", f"jobgen: error: cannot write {out / 'tmpfiles.d'}: Permission denied\n")
+    assert tree(out) == before
+
+
+@pytest.mark.parametrize("argv, fifo, code, line", [
+    # A dry run takes the render lock shared: open(2) of a FIFO in its place waited forever.
+    (["--check"], ".jobgen.lock", 1, None),
+    # The journal of an interrupted render: reading it waited forever.
+    ([], ".jobgen-journal", EXIT_OUTPUT,
+     "jobgen: error: cannot write {out}/.jobgen-journal: not a journal jobgen can complete (Expecting value: line 1 "
+     "column 1 (char 0)); check the folder, then remove it\n"),
+], ids=["lock, --check", "journal"])
+def test_a_fifo_in_the_output_folder_never_hangs_a_render(tmp_path: Path, argv: list[str], fifo: str, code: int, line: str | None) -> None:
+    m = manifest(tmp_path / "m.yaml", {"j": "1"})
+    out = tmp_path / "out"
+    out.mkdir()
+    os.mkfifo(out / fifo)
+    r = jobgen("render", str(m), "-o", str(out), "-q", *argv, timeout=60)
+    assert r.returncode == code, r.stderr
+    if line is not None:
+        assert r.stderr == line.format(out=out)
+    assert sorted(p.name for p in out.iterdir()) == [fifo]
+
+
+def test_a_relative_output_folder_in_a_working_folder_that_is_gone(tmp_path: Path) -> None:
+    m = manifest(tmp_path / "m.yaml", {"j": "1"})
+    gone = tmp_path / "gone"
+    gone.mkdir()
+    r = jobgen("render", str(m), "-o", "out", "-q", cwd=gone, preexec_fn=lambda: os.rmdir(gone))
+    assert (r.returncode, r.stdout) == (EXIT_OUTPUT, "")
+    assert r.stderr == ("jobgen: error: cannot write out: the working folder is gone (No such file or directory); give -o as "
+                        "an absolute path or run from a folder that exists; nothing written\n")
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]
+
+
+@pytest.mark.parametrize("argv, option", [
+    (["render", "{m}", "-o", ""], "'-o' / '--output'"),
+    (["apply", "{m}", "--root", ""], "'--root'"),
+    (["status", "{m}", "-o", ""], "'-o' / '--output'"),
+    (["import-crontab", "--host", "-o", ""], "'-o' / '--output'"),
+    (["import-crontab", "--host", "--root", ""], "'--root'"),
+], ids=["render -o", "apply --root", "status -o", "import-crontab -o", "import-crontab --root"])
+def test_an_empty_path_is_no_folder(tmp_path: Path, argv: list[str], option: str) -> None:
+    """`-o "$OUT"` with OUT unset: Path('') is '.', so render filled the working folder and
+    apply installed into it as an image root."""
+    m = manifest(tmp_path / "m.yaml", {"j": "1"})
+    r = jobgen(*[a.format(m=m) for a in argv], cwd=tmp_path)
+    assert (r.returncode, r.stdout) == (2, "")
+    assert r.stderr.splitlines()[-1] == f"Error: Invalid value for {option}: an empty path names no folder (an unset variable?); give the path"
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["m.yaml"]

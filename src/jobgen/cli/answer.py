@@ -147,9 +147,11 @@ def check_holder(holder: str) -> None:
 
 
 def resolve_target(systemd: Optional[str], preset: Optional[str]):
-    if systemd and preset:
+    # `is not None`, not truth: --target '' (an unset variable) is a value, refused below
+    # by parse_target, never taken for no option and the default target.
+    if systemd is not None and preset is not None:
         raise CliError("give --systemd or --target, not both")
-    text = preset or systemd
+    text = preset if preset is not None else systemd
     if text is None:
         return None
     from jobgen.compiler.target import parse_systemctl_version, parse_target
@@ -166,7 +168,7 @@ def resolve_target(systemd: Optional[str], preset: Optional[str]):
     try:
         return parse_target(text)
     except ValueError as exc:
-        raise CliError(f"--{'target' if preset else 'systemd'} {text}: {exc}") from None
+        raise CliError(f"--{'target' if preset is not None else 'systemd'} {text or repr('')}: {exc}") from None
 
 
 def build_all(manifests: list[Path], target, holder: str, fmt: Format, strict: bool = False, data: dict[Path, bytes] | None = None, more=None,

@@ -18,6 +18,7 @@ from __future__ import annotations
 import importlib
 import sys
 from functools import lru_cache
+from pathlib import Path
 
 import typer
 
@@ -44,6 +45,15 @@ StrictOpt = typer.Option(False, "--strict", help="Warnings fail: exit 2, nothing
 # Shown in the usage line and described in each command's help text: typer's argument
 # table would add a Python type (`<list[Path]>`) beside the name.
 ManifestsArg = typer.Argument(..., metavar="MANIFEST", hidden=True, show_default=False)
+
+
+def a_path(text: str) -> Path:
+    """A folder or file option's value (``parser=``), '' refused: Path('') is '.', so an
+    unset variable (`-o "$OUT"`, `--root "$IMAGE"`) would name the working folder, and
+    render would fill it, apply install into it."""
+    if not text:
+        raise typer.BadParameter("an empty path names no folder (an unset variable?); give the path")
+    return Path(text)
 
 
 def holder_option(default_help: str | None = None):

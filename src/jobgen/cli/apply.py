@@ -16,7 +16,7 @@ import typer
 
 from jobgen.cli import completion
 from jobgen.cli.answer import Format, emit_json, err, holder_problem, recovery_notes, resolve_target
-from jobgen.cli.app import FormatOpt, PresetOpt, QuietOpt, StrictOpt, holder_option
+from jobgen.cli.app import FormatOpt, PresetOpt, QuietOpt, StrictOpt, a_path, holder_option
 from jobgen.contract.oneline import one_line
 from jobgen.cli.exits import APPLY_OUTCOMES, EXIT_DRIFT, EXIT_INVALID, EXIT_OK, EXIT_OUTPUT, EXIT_PARTIAL, EXIT_REFUSED
 from jobgen.contract.locks import DEFAULT_HOLDER
@@ -78,7 +78,7 @@ def apply(manifests: list[Path], *, layout_name: str, restart: str, stop_timeout
     holder = holder or running or DEFAULT_HOLDER
     if why := holder_problem(holder):
         return fail(EXIT_INVALID, [f"{why}; nothing changed"])
-    target = resolve_target(systemd if systemd or preset or root is not None else "auto", preset)
+    target = resolve_target(systemd if systemd is not None or preset is not None or root is not None else "auto", preset)
     results, problems = [], []
     for path in manifests:
         try:
@@ -187,7 +187,7 @@ def register(app: typer.Typer) -> None:
     @app.command("apply")
     def _command(
         manifests: list[Path] = typer.Argument(..., metavar="MANIFEST", help="Manifest files."),
-        root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="Install into an image root: no running systemd is touched; enabling makes the .wants/ links (systemctl --root)."),
+        root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", parser=a_path, help="Install into an image root: no running systemd is touched; enabling makes the .wants/ links (systemctl --root)."),
         layout_name: str = typer.Option("etc", "--layout", metavar="etc|usr", autocompletion=completion.layouts(LAYOUTS), help="etc: /etc/systemd/system + /etc/tmpfiles.d; usr: /usr/lib/systemd/system + /usr/lib/tmpfiles.d."),
         check: bool = typer.Option(False, "--check", help="Change nothing; list the file changes and actions; exit 1 if anything would change."),
         diff: bool = typer.Option(False, "--diff", help="Change nothing; show a unified diff of every file change and the actions."),

@@ -107,12 +107,14 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
 
 
 def register(app: typer.Typer) -> None:
+    from jobgen.cli.app import a_path
+
     @app.command("import-crontab")
     def _command(
         crontab: Optional[Path] = typer.Argument(None, metavar="FILE", help="A crontab: /etc/crontab, a file of /etc/cron.d, or a user crontab; - for standard input."),
-        output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="MANIFEST|FOLDER", help="Write the manifest here (default: standard output); with --host, the folder the manifests go into (default: the current one)."),
+        output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="MANIFEST|FOLDER", parser=a_path, help="Write the manifest here (default: standard output); with --host, the folder the manifests go into (default: the current one)."),
         host: bool = typer.Option(False, "--host", help="Import the whole host's cron: /etc/crontab, /etc/cron.d, the run-parts folders, /etc/anacrontab and the user crontabs, one manifest per source."),
-        root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", help="With --host: read the cron configuration of the image whose root is DIR."),
+        root: Optional[Path] = typer.Option(None, "--root", metavar="DIR", parser=a_path, help="With --host: read the cron configuration of the image whose root is DIR."),
         zone: Optional[str] = typer.Option(None, "--zone", metavar="ZONE", help="The time zone jobs without CRON_TZ run in, for the DST report (default: the host's)."),
         user: Optional[str] = typer.Option(None, "--user", help="Owner of a user crontab (its jobs get user: NAME)."),
         system: Optional[bool] = typer.Option(None, "--system/--user-crontab", help="Whether lines have a user column (default: /etc/crontab and cron.d files do)."),

@@ -26,6 +26,16 @@ def _inputs(manifests: list[Path]) -> dict[Path, bytes] | None:
         return None
 
 
+def _check_output(output: Path) -> None:
+    """A relative -o needs a working folder that still exists (realpath asks for it)."""
+    if not output.is_absolute():
+        try:
+            os.getcwd()
+        except OSError as exc:
+            raise CliError(f"cannot write {output}: the working folder is gone ({exc.strerror}); "
+                           "give -o as an absolute path or run from a folder that exists; nothing written", EXIT_OUTPUT) from None
+
+
 def _holder_check(chosen, output: Path, holder: str):
     """When the units go where systemd on this host reads them and --holder does not exist
     here: what adds a warning at each job that runs it (host.holder_warnings); else None.
@@ -98,6 +108,7 @@ def render(manifests: list[Path], *, output: Path, holder: str, layout_name: str
         raise CliError(f"{exc}; nothing written") from None
     check_holder(holder)
     target = resolve_target(systemd, preset)
+    _check_output(output)
     try:
         merge.distinct_names(manifests)
     except merge.Clash as exc:
@@ -197,13 +208,13 @@ def register(app) -> None:
     import typer
 
     from jobgen.cli import completion, recall
-    from jobgen.cli.app import EPILOG, FormatOpt, ManifestsArg, PresetOpt, QuietOpt, StrictOpt, SystemdOpt, holder_option
+    from jobgen.cli.app import EPILOG, FormatOpt, ManifestsArg, PresetOpt, QuietOpt, StrictOpt, SystemdOpt, a_path, holder_option
 
     @app.command("render", epilog=EPILOG)
     @recall.remembered("render")
     def _command(
         manifests: list[Path] = ManifestsArg,
-        output: Path = typer.Option(..., "-o", "--output", metavar="DIR", help="Folder to write the units into (created with mode 0755)."),
+        output: Path = typer.Option(..., "-o", "--output", metavar="DIR", parser=a_path, help="Folder to write the units into (created with mode 0755)."),
         systemd: Optional[str] = SystemdOpt,
         preset: Optional[str] = PresetOpt,
         check: bool = typer.Option(False, "--check", help="Dry run: write nothing; exit 1 if anything would change."),

@@ -84,9 +84,14 @@ class _Textfile:
             raise
 
     def discard(self) -> None:
-        self.file.close()
+        # The temporary file goes first: closing flushes what is still buffered, and on a
+        # full disk that fails again (ENOSPC), which left one more file at every run.
         try:
             os.unlink(self.tmp)
+        except OSError:
+            pass
+        try:
+            self.file.close()
         except OSError:
             pass
 
@@ -164,12 +169,14 @@ def _report(host, sources, since: str, fmt: StatusFormat, output: Optional[Path]
 
 
 def register(app: typer.Typer) -> None:
+    from jobgen.cli.app import a_path
+
     @app.command("status")
     def _command(
         manifest: Path = typer.Argument(..., metavar="MANIFEST", help="The manifest whose jobs to report (their units and users come from it)."),
         since: str = typer.Option("-24h", "--since", help="Window start, as journalctl --since takes it: -24h, today, 2026-12-01."),
         fmt: StatusFormat = typer.Option(StatusFormat.text, "--format", help="text, json, or prometheus (node_exporter textfile)."),
-        output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", help="Write here (atomically) instead of standard output."),
+        output: Optional[Path] = typer.Option(None, "-o", "--output", metavar="FILE", parser=a_path, help="Write here (atomically) instead of standard output."),
     ) -> None:
         """Per job on this host: last run and outcome, outcome counts, queue events, next elapse, timer enabled."""
         raise typer.Exit(status(manifest, since=since, fmt=fmt, output=output))

@@ -11,6 +11,7 @@ Where a limit comes from the host, the comment names the source.
 
 from __future__ import annotations
 
+import os
 from pathlib import PurePath
 
 # --------------------------------------------------------------------------- reading YAML
@@ -20,9 +21,21 @@ MANIFEST_BYTES = 1024 * 1024
 
 def read_manifest(path: str) -> bytes:
     """A manifest's bytes, at most one past MANIFEST_BYTES: that tells "too large"
-    without reading all of it (a path such as /dev/zero ends too). Raises OSError."""
-    with open(path, "rb") as fh:
-        return fh.read(MANIFEST_BYTES + 1)
+    without reading all of it (a path such as /dev/zero ends too). Raises OSError.
+
+    Opened with O_NONBLOCK, then read blocking: a FIFO nobody writes reads as empty (the
+    compiler says so) instead of hanging every command, and the generator at boot, in
+    open(2); a pipe (`jobgen check <(make-manifest)`) is still read to its end."""
+    fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+    try:
+        os.set_blocking(fd, True)
+        chunks, size = [], 0
+        while size <= MANIFEST_BYTES and (chunk := os.read(fd, MANIFEST_BYTES + 1 - size)):
+            chunks.append(chunk)
+            size += len(chunk)
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
 
 # PyYAML's composer recurses once per level (a few hundred levels raise RecursionError);
 # a manifest needs 5 (jobs > NAME > lock > name > value).

@@ -152,7 +152,9 @@ def check_folder(outdir: Path, sub: str, what: str = "output folder") -> None:
 def _read_nofollow(path: Path | str) -> bytes:
     # os.read on the descriptor, not a buffered file object around it: an unchanged
     # re-render of 1,000 jobs reads 2,000 files, and the wrapper cost more than the reads.
-    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+    # O_NONBLOCK: a FIFO planted where a file belongs (the journal) must not hang the
+    # render in open(2); it reads as empty or fails, and is reported.
+    fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
     try:
         chunks = []
         while chunk := os.read(fd, READ_CHUNK):
@@ -254,17 +256,21 @@ def _prunable(outdir: Path, files: dict[str, bytes] | dict[str, tuple[int, str]]
         folder = outdir / sub
         if not folder.is_dir():
             continue
-        with os.scandir(folder) as entries:
-            for entry in sorted(entries, key=lambda e: e.name):
-                rel = f"{sub}/{entry.name}" if sub else entry.name
-                if rel in files or entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
-                    continue
-                try:
-                    data = _read_nofollow(Path(entry.path))
-                except OSError as exc:
-                    raise OutputError(entry.path, _reason(exc)) from None
-                if header.owner(data, manifests):
-                    found.append(Change(rel, REMOVE, data, None, stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode)))
+        try:  # a folder jobgen may not list is one line, as one it may not write
+            with os.scandir(folder) as listing:
+                entries = sorted(listing, key=lambda e: e.name)
+        except OSError as exc:
+            raise OutputError(folder, _reason(exc)) from None
+        for entry in entries:
+            rel = f"{sub}/{entry.name}" if sub else entry.name
+            if rel in files or entry.name.startswith(".") or not entry.is_file(follow_symlinks=False):
+                continue
+            try:
+                data = _read_nofollow(Path(entry.path))
+            except OSError as exc:
+                raise OutputError(entry.path, _reason(exc)) from None
+            if header.owner(data, manifests):
+                found.append(Change(rel, REMOVE, data, None, stat.S_IMODE(entry.stat(follow_symlinks=False).st_mode)))
     return found
 
 
@@ -305,7 +311,8 @@ def locked(outdir: Path, folders: tuple[str, ...] = FLAT_FOLDERS, *, dry: bool, 
     if dry:
         with contextlib.ExitStack() as stack:
             try:
-                fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                # O_NONBLOCK: a FIFO in the lock file's place must not hang a dry run in open(2).
+                fd = os.open(lock_path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
             except OSError:
                 fd = None  # no render running (or no folder yet)
             if fd is not None:

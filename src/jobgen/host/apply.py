@@ -189,15 +189,20 @@ def read_tree(where: Where, desired: dict[str, bytes], made_by: dict[str, str]) 
         base = where.root / folder
         if not base.is_dir() or base.is_symlink():
             continue
-        for entry in sorted(base.iterdir()):
-            rel = f"{folder}/{entry.name}" if folder else entry.name
-            if rel in desired or entry.is_symlink() or not entry.is_file():
+        try:
+            names = sorted(os.listdir(base))
+        except OSError as exc:  # a folder the files to remove may be in, unread: no guess
+            refused.append(f"{base} cannot be read ({exc.strerror})")
+            continue
+        for name in names:
+            rel = f"{folder}/{name}" if folder else name
+            if rel in desired or not name.endswith((*UNIT_SUFFIXES, ".conf")):
                 continue
-            if not entry.name.endswith((*UNIT_SUFFIXES, ".conf")):
-                continue
-            data, _ = _read(entry)
+            data, why = _read(base / name)
             if data is not None and header.owner(data, manifests):
                 existing[rel] = data
+            elif why and why.startswith("cannot be read"):
+                refused.append(f"{base / name} {why}")
     return existing, refused
 
 
