@@ -444,6 +444,22 @@ def test_a_system_crontab_read_as_a_user_crontab_is_caught(tmp_path):
     assert ok.returncode == 0 and '"/usr/bin/true"' in ok.stdout
 
 
+
+@pytest.mark.parametrize("line", ["0 2 * * * * /usr/bin/backup --all", "0 2 * * * *\t/usr/bin/backup"])
+def test_a_sixth_time_field_is_refused_as_cron_refuses_it(tmp_path, line):
+    """cron's entry.c refuses a command that starts with '*' ("catch a common typo"): read
+    as the command, `* /usr/bin/backup` ran the first name the shell's '*' expanded to."""
+    src = tmp_path / "shop"
+    src.write_text(line + "\n")
+    r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", str(src), "-o", str(tmp_path / "m.yaml"))
+    assert r.returncode == 1
+    assert r.stderr.splitlines() == [
+        f"{src}:1: error: the command starts with '*': cron refuses the line (a sixth time field? cron has five); "
+        f"got '{line}'".replace("\t", "\\t"),  # one line, whatever the crontab holds
+        "jobgen: 0 jobs imported; 1 line not translated",
+    ]
+    assert yaml.safe_load((tmp_path / "m.yaml").read_text())["jobs"] == {}
+
 # cron's do_command.c: a backslash escapes the one character after it, so in `\\%` the
 # backslash is escaped and the '%' ends the command; only `\%` is a literal '%'.
 @pytest.mark.parametrize(("command", "argv"), [

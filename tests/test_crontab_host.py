@@ -177,13 +177,43 @@ def test_a_user_crontab_cron_would_skip_is_refused(image, tmp_path):
     _put(image, "var/spool/cron/crontabs/ghost", "* * * * * /bin/true\n")
     _put(image, "var/spool/cron/crontabs/.tmp-crontab", "* * * * * /bin/true\n")
     _put(image, "etc/passwd", f"root:x:0:0::/root:/bin/sh\nshop:x:{os.getuid() + 1}:100::/home/shop:/bin/sh\n")
+    if os.geteuid() == 0:  # only root can give a file away: neither shop's nor root's
+        os.chown(image / "var/spool/cron/crontabs/shop", 4243, 4243)
     r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
     lines = r.stdout.splitlines()
     assert f"{img}/var/spool/cron/crontabs/.tmp-crontab: ignored: cron skips it: a hidden file (crontab(1)'s temporary files)" in lines
     assert f"{img}/var/spool/cron/crontabs/ghost: refused: cron skips it: no user 'ghost' in {img}/etc/passwd (cron: ORPHAN)" in lines
-    assert (f"{img}/var/spool/cron/crontabs/shop: refused: cron skips it: owned by uid {os.getuid()}, not by shop "
-            f"(uid {os.getuid() + 1}; cron: WRONG FILE OWNER)") in lines
-    assert r.returncode == 1 and not (tmp_path / "out" / "user-shop.yaml").exists()
+    if os.geteuid() == 0:
+        assert (f"{img}/var/spool/cron/crontabs/shop: refused: cron skips it: owned by uid 4243, neither shop's "
+                f"(uid {os.getuid() + 1}) nor root's (cron: WRONG FILE OWNER)") in lines
+        assert not (tmp_path / "out" / "user-shop.yaml").exists()
+    assert r.returncode == 1
+
+
+
+def test_a_user_crontab_s_command_that_is_also_a_user_name_is_the_command(image, tmp_path):
+    """cron reads every file of its spool as a user crontab: `mail ...` is the command it ran,
+    not a user column. It was refused, with advice (--user-crontab) --host does not take."""
+    img = str(image)
+    _put(image, "etc/passwd", f"root:x:0:0::/root:/bin/sh\nmail:x:8:8::/var/mail:/usr/sbin/nologin\n"
+                              f"shop:x:{os.getuid()}:100::/home/shop:/bin/sh\n")
+    _put(image, "var/spool/cron/crontabs/shop", "0 7 * * * mail -s report ops@example.com < /srv/report.txt\n", 0o600)
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout
+    assert f"{img}/var/spool/cron/crontabs/shop:1: translated: shop-mail-l1 in user-shop.yaml" in r.stdout.splitlines()
+    job = _manifest_jobs(tmp_path / "out", "user-shop.yaml")["shop-mail-l1"]
+    assert job["command"] == ["/bin/sh", "-c", "mail -s report ops@example.com < /srv/report.txt"]
+
+def test_a_user_crontab_of_root_s_is_read_as_cron_reads_it(image, tmp_path):
+    """Debian's cron and cronie read a user crontab that is its user's or root's
+    (database.c: `st_uid != ROOT_UID && st_uid != pw->pw_uid` is WRONG FILE OWNER): root's was
+    refused. In an image, root is also whoever owns the image's root."""
+    img = str(image)
+    _put(image, "etc/passwd", f"root:x:0:0::/root:/bin/sh\nshop:x:{os.getuid() + 1}:100::/home/shop:/bin/sh\n")
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout
+    assert f"{img}/var/spool/cron/crontabs/shop:2: translated: shop-sync-stock-l2 in user-shop.yaml" in r.stdout.splitlines()
+    assert _manifest_jobs(tmp_path / "out", "user-shop.yaml")["shop-sync-stock-l2"]["user"] == "shop"
 
 
 @pytest.mark.parametrize(("setup", "args", "code", "message"), [
@@ -741,6 +771,31 @@ def test_a_debian_image_keeps_debian_s_rule(image, tmp_path):
     assert f"{img}/etc/cron.d/raid.check: ignored: {SKIP}" in lines
     assert "cron-daily-man-db-cron" not in _manifest_jobs(tmp_path / "out", "cron.daily.yaml")
 
+
+
+# A line is the folder's runner (its scripts become jobs at its time) only when running the
+# folder is all it does: a guard in front, a pipe after, or run-parts' --list made the
+# folder's scripts jobs that ran unguarded, or at all, where cron ran them guarded or never.
+@pytest.mark.parametrize("line, command", [
+    ("25 6 * * * root [ -e /etc/maintenance-mode ] || run-parts --report /etc/cron.daily",
+     "[ -e /etc/maintenance-mode ] || run-parts --report /etc/cron.daily"),
+    ("25 6 * * * root run-parts --list /etc/cron.daily | mail -s scripts ops@example.com",
+     "run-parts --list /etc/cron.daily | mail -s scripts ops@example.com"),
+    ("25 6 * * * root run-parts --regex '^[a-z]+$' /etc/cron.daily", "run-parts --regex '^[a-z]+$' /etc/cron.daily"),
+], ids=["guard", "--list and a pipe", "--regex"])
+def test_a_line_that_does_more_than_run_a_folder_is_its_own_job(image, tmp_path, line, command):
+    img, out = str(image), tmp_path / "out"
+    _put(image, "etc/crontab", "SHELL=/bin/sh\n" + line + "\n")
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(out))
+    assert r.returncode == 0, r.stdout
+    lines = r.stdout.splitlines()
+    assert f"{img}/etc/crontab:2: translated: crontab-cron-daily-l2 in crontab.yaml" in lines
+    for script in ("apt-compat", "dpkg"):
+        assert (f"{img}/etc/cron.daily/{script}: mapped: run by run-parts inside the command of {img}/etc/crontab:2, "
+                "which is imported as it is (its job runs the folder as cron did); not a job of its own") in lines
+    assert not (out / "cron.daily.yaml").exists()
+    job = _manifest_jobs(out, "crontab.yaml")["crontab-cron-daily-l2"]
+    assert (job["command"], job["schedule"]) == (["/bin/sh", "-c", command], "*-*-* 06:25:00")
 
 # systemd-cron reads the same files by rules of its own (host/crontabs.SYSTEMD_CRON_LINES):
 # read by Debian's, the import was wrong without a word (a line naming both day fields ran

@@ -396,7 +396,7 @@ def read_host(root: Path, flavour_name: str | None = None) -> HostCron:
         if not flavour.spool_name.fullmatch(name):
             out.skipped.append(Unread(_shown(root, rel), flavour.spool_reason))
             continue
-        if (why := _spool_problem(root, rel, name, passwd)) is not None:
+        if (why := _spool_problem(root, rel, name, passwd, system)) is not None:
             out.unread.append(Unread(_shown(root, rel), why))
             continue
         if (crontab := _file(root, rel, out, user=name, mode=flavour.spool_mode)) is not None:
@@ -404,14 +404,17 @@ def read_host(root: Path, flavour_name: str | None = None) -> HostCron:
     return out
 
 
-def _spool_problem(root: Path, rel: str, name: str, passwd: dict[str, int]) -> str | None:
-    """Debian's cron and cronie (database.c): the file's name is the user; it must exist and own the file."""
+def _spool_problem(root: Path, rel: str, name: str, passwd: dict[str, int], system: frozenset[int]) -> str | None:
+    """Debian's cron and cronie (database.c): the file's name is the user; it must exist, and
+    the file must be that user's or root's (`st_uid != ROOT_UID && st_uid != pw->pw_uid`:
+    WRONG FILE OWNER; root, as _system_owners counts it in an image)."""
     if name not in passwd:
         return f"cron skips it: no user '{one_line(name)}' in {_shown(root, PASSWD)} (cron: ORPHAN)"
     try:
         st = os.lstat(root / rel)
     except OSError as exc:
         return f"cannot be read: {_reason(exc)}"
-    if stat.S_ISREG(st.st_mode) and st.st_uid != passwd[name]:
-        return f"cron skips it: owned by uid {st.st_uid}, not by {name} (uid {passwd[name]}; cron: WRONG FILE OWNER)"
+    if stat.S_ISREG(st.st_mode) and st.st_uid != passwd[name] and st.st_uid not in system:
+        return (f"cron skips it: owned by uid {st.st_uid}, neither {name}'s (uid {passwd[name]}) nor root's "
+                "(cron: WRONG FILE OWNER)")
     return None

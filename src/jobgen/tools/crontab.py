@@ -368,6 +368,13 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
         out.problems.append(Problem(number, f"expected {what}; got '{raw.strip(_BLANKS)}'"))
         return None
     when, owner, command_text = split
+    if not system and not when.startswith("@") and command_text.startswith("*"):
+        # cron's entry.c, after the fifth field: "check for premature EOL and catch a common
+        # typo" (`if (ch == '\n' || ch == '*')`, e_cmd): the line is refused, never run. Read
+        # as a command, the shell would expand the '*' and run the first name it finds.
+        out.problems.append(Problem(number, f"the command starts with '*': cron refuses the line (a sixth time field? "
+                                            f"cron has five); got '{raw.strip(_BLANKS)}'"))
+        return None
     owner = owner or user
     if owner is not None and not USER_NAME.fullmatch(owner):
         out.problems.append(Problem(number, f"'{owner}' is not a user name"))

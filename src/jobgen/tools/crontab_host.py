@@ -37,8 +37,22 @@ from jobgen.tools import crontab_dst
 # The report's words; IGNORED: a file cron itself would not read.
 TRANSLATED, REFUSED, REVIEW, MAPPED, IGNORED = "translated", "refused", "needs review", "mapped", "ignored"
 MANIFEST_SUFFIX = ".yaml"
-# `run-parts [options] /etc/cron.PERIOD` anywhere in a command.
-_RUN_PARTS = re.compile(r"(?:^|[\s;&|{(])(?:/bin/|/usr/bin/)?run-parts(?:\s+-\S+)*\s+/etc/cron\.(hourly|daily|weekly|monthly)/?(?=$|[\s;&|})])")
+# `run-parts [options and their values] /etc/cron.PERIOD` anywhere in a command.
+_RUN_PARTS = re.compile(r"(?:^|[\s;&|{(])(?:/bin/|/usr/bin/)?run-parts\s(?:[^;&|]*?\s)?/etc/cron\.(hourly|daily|weekly|monthly)/?"
+                        r"(?=$|[\s;&|})])")
+# A line is a runner of the folder, whose scripts become its jobs, only when running the
+# folder is all it does, in the shapes the distributions ship: `run-parts [--report]
+# /etc/cron.PERIOD` (RHEL's 0hourly), after `cd / &&` (Debian's /etc/crontab), behind
+# Debian's anacron test (`test -x /usr/sbin/anacron || ( ... )` or `{ ...; }`) or cronie's
+# 0anacron test (cronie-noanacron's dailyjobs), under `nice` (RHEL's anacrontab).
+# run-parts(8) options that change nothing but its output (--report, -v, --verbose) are
+# taken. Any other (--list and --test run nothing, --regex and --lsbsysinit change which
+# scripts, --arg passes words, --umask), or any other command around it (a guard, a pipe),
+# makes the line its own: it is translated as one job, which runs the folder as cron did.
+_BODY = (r"(?:cd\s+/\s*&&\s*)?(?:nice\s+)?(?:/bin/|/usr/bin/)?run-parts(?:\s+(?:--report|-v|--verbose))*"
+         r"\s+/etc/cron\.(?:hourly|daily|weekly|monthly)/?")
+_RUNNER = re.compile(rf"(?:test\s+-x\s+/usr/sbin/anacron\s*\|\|\s*(?:\(\s*{_BODY}\s*\)|\{{\s*{_BODY}\s*;\s*\}}|{_BODY})"
+                     rf"|\[\s+!\s+-f\s+/etc/cron\.hourly/0anacron\s+\]\s*&&\s*{_BODY}|{_BODY})")
 _ANACRON_GUARD = re.compile(r"test\s+-x\s+/usr/sbin/anacron\s*\|\|")
 _REVIEW_ALWAYS = ("hardening: none and overlap: skip: cron ran these jobs without a sandbox and started a run "
                   "while the last one was still going (README: import-crontab)")
@@ -84,9 +98,18 @@ def file_stem(name: str) -> str:
 
 def run_parts_folder(command: tuple[str, ...]) -> str | None:
     """The period of the /etc/cron.PERIOD folder a command runs with run-parts, or None."""
-    text = command[2] if len(command) == 3 and command[1] == "-c" else " ".join(command)
-    m = _RUN_PARTS.search(text)
+    m = _RUN_PARTS.search(_text(command))
     return m.group(1) if m else None
+
+
+def runner_folder(command: tuple[str, ...]) -> str | None:
+    """The period of the folder a command does nothing but run (_RUNNER), or None."""
+    text = _text(command).strip()
+    return run_parts_folder(command) if _RUNNER.fullmatch(text) else None
+
+
+def _text(command: tuple[str, ...]) -> str:
+    return command[2] if len(command) == 3 and command[1] == "-c" else " ".join(command)
 
 
 def import_host(cron, zone: str | None) -> HostImport:
@@ -95,11 +118,14 @@ def import_host(cron, zone: str | None) -> HostImport:
     out = HostImport()
     taken: set[str] = set()
     runners: dict[str, list[_Runner]] = {}  # period -> the lines that run its folder, in source order
+    within: dict[str, list[str]] = {}  # period -> the lines that run its folder inside a command of their own
 
     def take(src: Source, origin: str) -> None:
         """Every line of a crontab that runs a folder is one of its runners, never a job itself."""
         for job in list(src.imported.jobs):
-            if (period := run_parts_folder(job.command)) is None:
+            if (period := runner_folder(job.command)) is None:
+                if (period := run_parts_folder(job.command)) is not None:
+                    within.setdefault(period, []).append(f"{src.path}:{job.line}")
                 continue
             src.imported.jobs.remove(job)
             left = bool(_ANACRON_GUARD.search(job.command[-1])) and cron.anacron
@@ -124,9 +150,10 @@ def import_host(cron, zone: str | None) -> HostImport:
         anacron = _anacrontab(cron.anacrontab, cron.anacron)
         out.sources.append(anacron.source)
     for crontab in cron.spool:
-        users = cron.users
-        imported = tool.read(crontab.text, crontab.user, system=False, user=crontab.user, is_user=lambda w: w in users,
-                             acts_on=cron.flavour.acts_on)
+        # No is_user: cron reads every file of its spool as a user crontab, so the format is
+        # known, not guessed from a name, and a command that is also a user's name (`mail`)
+        # is the command cron ran; there is no --system to pass under --host.
+        imported = tool.read(crontab.text, crontab.user, system=False, user=crontab.user, acts_on=cron.flavour.acts_on)
         src = Source(crontab.path, f"user-{file_stem(crontab.user)}{MANIFEST_SUFFIX}", imported)
         take(src, "/" + crontab.rel)
         out.sources.append(src)
@@ -134,7 +161,8 @@ def import_host(cron, zone: str | None) -> HostImport:
         _anacron_runners(anacron, runners, cron.anacron)
     kept = {period: _merge(period, rs) for period, rs in runners.items()}
     from_anacron = any(r.anacron is not None for rs in kept.values() for r in rs)
-    folders = [_folder(folder, kept.get(folder.period, []), anacron, cron.anacron, from_anacron) for folder in cron.folders]
+    folders = [_folder(folder, kept.get(folder.period, []), anacron, cron.anacron, from_anacron, within.get(folder.period, []))
+               for folder in cron.folders]
     out.sources[folders_at:folders_at] = folders
 
     for src in out.sources:
@@ -255,7 +283,7 @@ def _anacrontab(crontab, installed: bool) -> _Anacrontab:
                 env[name] = value
             continue
         words = line.split(None, 3)
-        if len(words) == 4 and (period := run_parts_folder(("/bin/sh", "-c", words[3]))) is not None:
+        if len(words) == 4 and (period := runner_folder(("/bin/sh", "-c", words[3]))) is not None:
             every = words[0].lower() if words[0].startswith("@") else words[0].lstrip("0")
             out.lines.append(_AnacronLine(number, period, every, words[1], tuple(sorted(env.items())), mail))
         else:
@@ -420,7 +448,8 @@ def _day_runs(s, day: datetime) -> bool:
     return day.month in s.months and ((day_ok or dow_ok) if s.either_day else (day_ok and dow_ok))
 
 
-def _folder(folder, kept: list[_Runner], tab: _Anacrontab | None, installed: bool, from_anacron: bool) -> Source:
+def _folder(folder, kept: list[_Runner], tab: _Anacrontab | None, installed: bool, from_anacron: bool,
+            within: list[str]) -> Source:
     src = Source(folder.path, f"cron.{folder.period}{MANIFEST_SUFFIX}", tool.Imported())
     scripts = list(folder.scripts)
     if from_anacron and folder.period == "hourly":
@@ -429,7 +458,11 @@ def _folder(folder, kept: list[_Runner], tab: _Anacrontab | None, installed: boo
             src.scripts_mapped.append((starter, "starts anacron, which runs /etc/anacrontab: the folders it runs are "
                                                 "imported from there, so it is not imported as a job (they would run twice)"))
     if not kept:
-        if scripts:
+        if scripts and within:  # run as part of a line's own command: that line's job runs it as cron did
+            src.scripts_mapped += [(script, f"run by run-parts inside the command of {' and '.join(within)}, which is "
+                                            "imported as it is (its job runs the folder as cron did); not a job of its own")
+                                   for script in scripts]
+        elif scripts:
             src.imported.problems.append(tool.Problem(0, _unrun(folder.period, tab, installed)))
         return src
     first = kept[0].job
