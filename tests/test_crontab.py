@@ -252,8 +252,10 @@ def test_the_manifest_is_valid_and_names_each_line(name, kw):
 
 
 def test_cli_writes_the_manifest_and_exits_1_when_lines_were_left_out(tmp_path):
+    # cronie's rules: it skips a line it refuses and runs the others (Debian's cron ignores
+    # the whole file then: test_debian_s_cron_runs_no_line_of_a_file_with_a_line_it_refuses).
     out = tmp_path / "shop.yaml"
-    result = _jobgen("import-crontab", "tests/crontabs/shop", "--user", "shop", "-o", str(out))
+    result = _jobgen("import-crontab", "tests/crontabs/shop", "--user", "shop", "-o", str(out), "--cron", "cronie")
     assert result.returncode == 1, result.stderr
     assert result.stderr.splitlines()[-1] == "jobgen: 11 jobs imported; 3 lines not translated"
     assert "tests/crontabs/shop:9:" not in result.stderr
@@ -312,7 +314,7 @@ def test_the_summary_counts_lines_not_problems(tmp_path):
     # and one line not translated.
     crontab = tmp_path / "two"
     crontab.write_text("61 * * * * date +%F\n0 * * * * true\n")
-    result = _jobgen("import-crontab", "--user-crontab", "--zone", "UTC", str(crontab))
+    result = _jobgen("import-crontab", "--user-crontab", "--zone", "UTC", "--cron", "cronie", str(crontab))
     assert result.returncode == 1, result.stderr
     errors = [line for line in result.stderr.splitlines() if ": error: " in line]
     assert [line.split(": error: ")[0] for line in errors] == [f"{crontab}:1", f"{crontab}:1"]
@@ -321,7 +323,7 @@ def test_the_summary_counts_lines_not_problems(tmp_path):
 
 def test_a_crontab_on_standard_input_is_named_stdin():
     # `crontab -l | jobgen import-crontab -`: its jobs and its lines go by the name "stdin".
-    result = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "-",
+    result = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", "cronie", "-",
                      input="@quarterly true\n@every 5m true\n")
     assert result.returncode == 1, result.stderr
     assert "  stdin-job-l1:\n" in result.stdout
@@ -410,7 +412,7 @@ def test_lines_that_cannot_be_translated_say_why():
 
 def test_a_line_that_never_runs_is_reported_and_the_rest_written(tmp_path):
     out = tmp_path / "tricky.yaml"
-    r = _jobgen("import-crontab", str(CRONTABS / "tricky"), "--user", "shop", "-o", str(out))
+    r = _jobgen("import-crontab", str(CRONTABS / "tricky"), "--user", "shop", "-o", str(out), "--cron", "cronie")
     assert r.returncode == 1, r.stderr
     assert (f"{CRONTABS / 'tricky'}:25: error: '0 0 31 2 *': cron never runs this line: no month it names has that day "
             "(a way to switch a line off); there is nothing to import") in r.stderr.splitlines()
@@ -420,6 +422,66 @@ def test_a_line_that_never_runs_is_reported_and_the_rest_written(tmp_path):
     assert not [name for name in yaml.safe_load(written)["jobs"] if "switched-off" in name]
     assert _jobgen("check", str(out)).returncode == 0
 
+
+
+# Debian's cron ignores the whole file when it refuses one line ("Syntax error, this crontab
+# file will be ignored"; user.c load_user); cronie skips that line and runs the rest. The
+# other lines of such a file never ran on Debian: imported, they would start running.
+@pytest.mark.parametrize("text, refused", [
+    ("61 * * * * /usr/local/bin/bad-minute\n0 2 * * * /usr/local/bin/backup\n",
+     "'61 * * * *': minute: 61 is out of range 0-59"),
+    ("0 2 * * * * /usr/local/bin/six-fields\n0 2 * * * /usr/local/bin/backup\n",
+     "the command starts with '*': cron refuses the line (a sixth time field? cron has five); "
+     "got '0 2 * * * * /usr/local/bin/six-fields'"),
+    ("@Daily /usr/local/bin/cleanup\n0 2 * * * /usr/local/bin/backup\n",
+     "'@Daily': cron's nicknames are lower case; cron refuses '@Daily' and never runs the line (write '@daily' to run it)"),
+], ids=["bad minute", "sixth field", "nickname case"])
+def test_debian_s_cron_runs_no_line_of_a_file_with_a_line_it_refuses(tmp_path, text, refused):
+    src = tmp_path / "shop"
+    src.write_text(text)
+    debian = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", "debian", str(src),
+                     "-o", str(tmp_path / "debian.yaml"))
+    assert debian.returncode == 1
+    assert debian.stderr.splitlines() == [
+        f"{src}:1: error: {refused}",
+        f"{src}:2: error: cron runs no line of this file: it refuses line 1 (see there), and Debian's cron then ignores "
+        "the whole file (\"this crontab file will be ignored\"); not imported (fix line 1 if these jobs should run)",
+        "jobgen: 0 jobs imported; 2 lines not translated",
+    ]
+    assert yaml.safe_load((tmp_path / "debian.yaml").read_text())["jobs"] == {}
+    cronie = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", "cronie", str(src),
+                     "-o", str(tmp_path / "cronie.yaml"))
+    assert cronie.stderr.splitlines() == [f"{src}:1: error: {refused}", "jobgen: 1 job imported; 1 line not translated"]
+    assert list(yaml.safe_load((tmp_path / "cronie.yaml").read_text())["jobs"]) == ["shop-backup-l2"]
+
+
+def test_a_line_cron_runs_and_jobgen_does_not_translate_leaves_the_others(tmp_path):
+    """Only a line cron itself refuses stops Debian's cron reading the file: one it runs and
+    jobgen declines (a day no month has) leaves the others imported."""
+    src = tmp_path / "shop"
+    src.write_text("0 0 31 2 * /usr/local/bin/never\n0 2 * * * /usr/local/bin/backup\n")
+    r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", "debian", str(src),
+                "-o", str(tmp_path / "m.yaml"))
+    assert r.stderr.splitlines()[-1] == "jobgen: 1 job imported; 1 line not translated"
+    assert list(yaml.safe_load((tmp_path / "m.yaml").read_text())["jobs"]) == ["shop-backup-l2"]
+
+
+@pytest.mark.parametrize("cron, jobs, summary", [
+    ("debian", [], "jobgen: 0 jobs imported; 2 lines not translated"),
+    ("cronie", ["shop-backup-l1"], "jobgen: 1 job imported; 1 line not translated"),
+])
+def test_a_last_line_without_a_line_break_is_refused_as_cron_refuses_it(tmp_path, cron, jobs, summary):
+    # Debian's cron: "Missing newline before EOF, this crontab file will be ignored"; cronie's
+    # entry.c refuses that line ("a file without a \n before the EOF is rude").
+    src = tmp_path / "shop"
+    src.write_text("0 2 * * * /usr/local/bin/backup\n0 3 * * * /usr/local/bin/last")
+    r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", cron, str(src),
+                "-o", str(tmp_path / "m.yaml"))
+    assert r.returncode == 1
+    assert (f"{src}:2: error: the last line has no line break at its end, and cron refuses a job line without one"
+            in r.stderr.splitlines())
+    assert r.stderr.splitlines()[-1] == summary
+    assert list(yaml.safe_load((tmp_path / "m.yaml").read_text())["jobs"]) == jobs
 
 @pytest.mark.parametrize("text", ["", "# only a comment\n", "0 0 31 2 * /bin/true\n", "@every 1h /bin/true\n"])
 def test_a_file_with_nothing_to_import_writes_the_reasons_and_exits_1(tmp_path, text):
@@ -514,7 +576,7 @@ def test_a_variable_is_read_as_cron_reads_it(line, environment):
 def test_a_variable_line_cron_does_not_read_sets_nothing(tmp_path, line):
     src, out = tmp_path / "crontab", tmp_path / "out.yaml"
     src.write_text(f"{line}\n0 0 * * * /bin/true\n")
-    r = _jobgen("import-crontab", "--user-crontab", str(src), "-o", str(out))
+    r = _jobgen("import-crontab", "--user-crontab", "--cron", "cronie", str(src), "-o", str(out))
     assert r.returncode == 1
     assert (f"{src}:1: error: cron does not read '{line}' as a variable (a quoted value must be closed, and only "
             "blanks may follow its closing quote) nor as a job: it sets nothing in cron; rewrite it") in r.stderr.splitlines()

@@ -53,7 +53,8 @@ def image(tmp_path) -> Path:
     _put(root, "etc/cron.daily/apt-compat", "#!/bin/sh\nexit 0\n", 0o755)
     _put(root, "etc/cron.daily/README", "not a script\n")
     _put(root, "etc/cron.daily/old.sh", "#!/bin/sh\n", 0o755)
-    _put(root, "etc/passwd", f"root:x:0:0::/root:/bin/sh\nshop:x:{os.getuid()}:100::/home/shop:/bin/sh\n")
+    _put(root, "etc/passwd", f"root:x:0:0::/root:/bin/sh\nwww-data:x:33:33::/var/www:/usr/sbin/nologin\n"
+                             f"shop:x:{os.getuid()}:100::/home/shop:/bin/sh\n")
     _put(root, "etc/timezone", "Etc/UTC\n")
     _put(root, "var/spool/cron/crontabs/shop", "# shop\n*/10 * * * * /usr/local/bin/sync-stock --quiet\n", 0o600)
     (tmp_path / "out").mkdir()
@@ -203,6 +204,25 @@ def test_a_user_crontab_s_command_that_is_also_a_user_name_is_the_command(image,
     assert f"{img}/var/spool/cron/crontabs/shop:1: translated: shop-mail-l1 in user-shop.yaml" in r.stdout.splitlines()
     job = _manifest_jobs(tmp_path / "out", "user-shop.yaml")["shop-mail-l1"]
     assert job["command"] == ["/bin/sh", "-c", "mail -s report ops@example.com < /srv/report.txt"]
+
+
+def test_a_system_crontab_with_a_line_for_no_user_of_the_image_runs_nothing_on_debian(image, tmp_path):
+    """A user the image's /etc/passwd lacks: cron refuses the line ("bad username"); Debian's
+    cron then ignores the whole file, so its other lines never ran and are not imported;
+    cronie runs the others."""
+    planted = "0 1 * * * nosuchuser /usr/local/bin/report\n0 2 * * * root /usr/local/bin/backup\n"
+    _put(image, "etc/cron.d/shop", planted)
+    r = _jobgen("import-crontab", "--host", "--root", str(image), "-o", str(tmp_path / "out"))
+    assert r.returncode == 1
+    lines = r.stdout.splitlines()
+    assert f"{image}/etc/cron.d/shop:1: refused: no user 'nosuchuser' on this host: cron refuses the line (bad username)" in lines
+    assert (f"{image}/etc/cron.d/shop:2: refused: cron runs no line of this file: it refuses line 1 (see there), and "
+            "Debian's cron then ignores the whole file (\"this crontab file will be ignored\"); not imported (fix line 1 "
+            "if these jobs should run)") in lines
+    assert not (tmp_path / "out" / "cron.d-shop.yaml").exists()
+    (tmp_path / "cronie").mkdir()
+    r = _jobgen("import-crontab", "--host", "--root", str(image), "-o", str(tmp_path / "cronie"), "--cron", "cronie")
+    assert f"{image}/etc/cron.d/shop:2: translated: shop-backup-l2 in cron.d-shop.yaml" in r.stdout.splitlines()
 
 def test_a_user_crontab_of_root_s_is_read_as_cron_reads_it(image, tmp_path):
     """Debian's cron and cronie read a user crontab that is its user's or root's

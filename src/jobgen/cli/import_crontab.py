@@ -73,7 +73,7 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
     # The rules of the cron that read it: this host's, unless --cron names another.
     flavour = host_cron.FLAVOURS[cron or host_cron.image_flavour(Path("/"))]
     imported = tool.read(text, crontab.name, system=is_system, user=user, is_user=_is_user if system is None else None,
-                         acts_on=flavour.acts_on)
+                         acts_on=flavour.acts_on, whole_file=flavour.whole_file)
     try:  # a job the validator refuses is reported by line; any other refusal is jobgen's bug
         result = tool.settle(imported, crontab.name, str(output or "<import>"))
     except ManifestError as exc:

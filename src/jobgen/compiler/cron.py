@@ -68,7 +68,14 @@ _ITEM = re.compile(r"(?P<base>\*|(?P<a>[0-9a-zA-Z]+)(?:-(?P<b>[0-9a-zA-Z]+))?)(?
 
 
 class CronError(ValueError):
-    """Not a cron schedule, or one jobgen will not translate; the message says why."""
+    """Not a cron schedule, or one jobgen will not translate; the message says why.
+    ``refused``: cron itself refuses it (entry.c's get_list: "bad minute", "bad hour"...): a
+    word that is no number or name of the field, a number out of its range, an item it
+    cannot read. Where crons differ or jobgen alone declines, False."""
+
+    def __init__(self, message: str, refused: bool = False):
+        super().__init__(message)
+        self.refused = refused
 
 
 @dataclass(frozen=True)
@@ -96,9 +103,9 @@ def _value(word: str, field: str, low: int, high: int, names: tuple[str, ...] | 
     elif names and word.lower() in names:
         value = names.index(word.lower()) + (1 if field == "month" else 0)
     else:
-        raise CronError(f"{field}: '{word}' is not a number from {low} to {high}")
+        raise CronError(f"{field}: '{word}' is not a number from {low} to {high}", refused=True)
     if not low <= value <= high:
-        raise CronError(f"{field}: {value} is out of range {low}-{high}")
+        raise CronError(f"{field}: {value} is out of range {low}-{high}", refused=True)
     return value
 
 
@@ -107,7 +114,7 @@ def _field(text: str, field: str, low: int, high: int, names: tuple[str, ...] | 
     for item in text.split(","):  # names in any case; a message shows the item as written
         m = _ITEM.fullmatch(item)
         if m is None:
-            raise CronError(f"{field}: cannot read '{item}'")
+            raise CronError(f"{field}: cannot read '{item}'", refused=True)
         if m["step"] is not None and m["base"] != "*" and m["b"] is None:
             # 'N/STEP': cronie reads it as N-max/STEP, Vixie cron refuses it: not guessed.
             raise CronError(f"{field}: '{item}' means different things to different crons; write '{m['a']}-{high}/{m['step']}'")

@@ -88,12 +88,16 @@ class Flavour:
     # delay job start"). Debian's cron on neither: "cron will only handle tasks in a single
     # timezone" (cron(8) of 3.0pl1-162, Debian 12), and its binary holds neither name.
     acts_on: frozenset[str] = frozenset()
+    # A line cron refuses (a syntax error) makes it ignore the whole file: Debian's cron
+    # ("Syntax error, this crontab file will be ignored", user.c load_user); cronie skips
+    # the line alone (its load_user keeps the entries load_entry returns).
+    whole_file: bool = False
 
 
 FLAVOURS: dict[str, Flavour] = {
     # Debian's cron; Debian's anacron package ships anacron.timer (hourly) and anacron.service.
     "debian": Flavour("debian", RUN_PARTS_NAME, SKIP_REASON, RUN_PARTS_NAME, SKIP_REASON, "anacron.timer",
-                      DEBIAN_SPOOL, DEBIAN_SPOOL_NAME, DEBIAN_SPOOL_REASON, 0o600),
+                      DEBIAN_SPOOL, DEBIAN_SPOOL_NAME, DEBIAN_SPOOL_REASON, 0o600, whole_file=True),
     # cronie (RHEL, Fedora); cronie-anacron is started by cron's /etc/cron.hourly/0anacron.
     "cronie": Flavour("cronie", CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, RHEL_RUN_PARTS_NAME, RHEL_RUN_PARTS_REASON, None,
                       CRONIE_SPOOL, CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON,

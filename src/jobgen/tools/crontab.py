@@ -69,6 +69,10 @@ _CONTROL = re.compile("[\x00-\x08\x0a-\x1f\x7f-\x9f\u2028\u2029]")
 class Problem:
     line: int
     message: str
+    # cron itself refuses the line (a syntax error to its entry.c, logged as "bad minute",
+    # "bad username"...): Debian's cron then ignores the whole file (WHOLE_FILE), cronie the
+    # line alone. False where only jobgen declines a line cron runs.
+    by_cron: bool = False
 
     def __str__(self) -> str:
         return f"line {self.line}: {self.message}"
@@ -141,12 +145,16 @@ def system_format(path: str) -> bool:
 
 
 def read(text: str, stem: str, *, system: bool, user: str | None = None,
-         is_user: Callable[[str], bool] | None = None, acts_on: frozenset[str] = ACTS_ON_ALL) -> Imported:
+         is_user: Callable[[str], bool] | None = None, acts_on: frozenset[str] = ACTS_ON_ALL,
+         whole_file: bool = False, users: frozenset[str] | None = None) -> Imported:
     """Every line of a crontab; `user` is the owner of a user crontab (None: unknown).
     `is_user`, given when the format was guessed from the file's name: whether a word names a
     user of the host, so that a copy of a system crontab read as a user crontab is caught.
     `acts_on`: which of SCHEDULING the cron that read it acts on (host/crontabs.Flavour:
-    cronie all, Debian's cron none); any other is a variable of the jobs' environment."""
+    cronie all, Debian's cron none); any other is a variable of the jobs' environment.
+    `whole_file`: that cron ignores the whole file when it refuses one line (Debian's cron;
+    Flavour.whole_file). `users`: the users of the host the crontab is read on, when known
+    (--host): a system crontab's line for a user that is not one is refused, as cron does."""
     out = Imported()
     env: dict[str, str] = {}
     zone: str | None = None
@@ -158,7 +166,9 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
     # cron reads lines up to '\n' and fields between blanks (space, tab): not Python's
     # splitlines()/split(), which also break at U+0085, U+2028, form feeds, NBSP... A CRLF file's
     # '\r' is dropped, as before.
-    for number, raw in enumerate(text.split("\n"), start=1):
+    lines = text.split("\n")
+    last = len(lines)
+    for number, raw in enumerate(lines, start=1):
         raw = raw.removesuffix("\r")
         line = raw.strip(_BLANKS)
         if not line or line.startswith("#"):
@@ -174,7 +184,7 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
             # cron reads no variable from it and no job either: nothing it sets may be guessed.
             out.problems.append(Problem(number, f"cron does not read '{line}' as a variable (a quoted value must be "
                                         "closed, and only blanks may follow its closing quote) nor as a job: "
-                                        "it sets nothing in cron; rewrite it"))
+                                        "it sets nothing in cron; rewrite it", by_cron=True))
             continue
         if setting is not None:
             name, value = setting
@@ -228,7 +238,13 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
         if zone_problem is not None and _split_line(raw, system) is not None:
             out.problems.append(Problem(number, zone_problem))
             continue
-        job = _job(number, raw, stem, system=system, user=user, zone=zone, shell=shell, env=env, out=out)
+        if number == last and text and not text.endswith("\n"):
+            # Debian's cron: "Missing newline before EOF, this crontab file will be ignored";
+            # cronie's entry.c: a file without a '\n' before EOF is "rude", its last line refused.
+            out.problems.append(Problem(number, "the last line has no line break at its end, and cron refuses a job "
+                                                "line without one", by_cron=True))
+            continue
+        job = _job(number, raw, stem, system=system, user=user, zone=zone, shell=shell, env=env, out=out, users=users)
         if job is not None and not isinstance(job.schedule, dict):
             job = ImportedJob(**{**job.__dict__, "timer": tuple(sorted(timer.items()))})
         if job is not None:
@@ -237,8 +253,14 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
             name = _unique(job.name, taken)
             taken.add(name)
             out.jobs.append(ImportedJob(**{**job.__dict__, "name": name}))
+    if whole_file and (refused := next((p for p in out.problems if p.by_cron), None)) is not None:
+        out.problems += [Problem(job.line, f"cron runs no line of this file: it refuses line {refused.line} (see there), and "
+                                           "Debian's cron then ignores the whole file (\"this crontab file will be ignored\"); "
+                                           f"not imported (fix line {refused.line} if these jobs should run)")
+                         for job in out.jobs]
+        out.jobs = []
     # A message quotes the line: every character shown, none acting on the terminal or the manifest.
-    out.problems = [Problem(p.line, _shown(p.message)) for p in out.problems]
+    out.problems = [Problem(p.line, _shown(p.message), p.by_cron) for p in out.problems]
     out.notes = [Problem(p.line, _shown(p.message)) for p in out.notes]
     return out
 
@@ -361,11 +383,11 @@ def _split_line(raw: str, system: bool) -> tuple[str, str | None, str] | None:
 
 
 def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zone: str | None, shell: str,
-         env: dict[str, str], out: Imported) -> ImportedJob | None:
+         env: dict[str, str], out: Imported, users: frozenset[str] | None = None) -> ImportedJob | None:
     split = _split_line(raw, system)
     if split is None:
         what = "schedule, user and command" if system else "schedule and command"
-        out.problems.append(Problem(number, f"expected {what}; got '{raw.strip(_BLANKS)}'"))
+        out.problems.append(Problem(number, f"expected {what}; got '{raw.strip(_BLANKS)}'", by_cron=True))
         return None
     when, owner, command_text = split
     if not system and not when.startswith("@") and command_text.startswith("*"):
@@ -373,11 +395,15 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
         # typo" (`if (ch == '\n' || ch == '*')`, e_cmd): the line is refused, never run. Read
         # as a command, the shell would expand the '*' and run the first name it finds.
         out.problems.append(Problem(number, f"the command starts with '*': cron refuses the line (a sixth time field? "
-                                            f"cron has five); got '{raw.strip(_BLANKS)}'"))
+                                            f"cron has five); got '{raw.strip(_BLANKS)}'", by_cron=True))
         return None
     owner = owner or user
     if owner is not None and not USER_NAME.fullmatch(owner):
-        out.problems.append(Problem(number, f"'{owner}' is not a user name"))
+        out.problems.append(Problem(number, f"'{owner}' is not a user name", by_cron=True))
+        return None
+    if system and users is not None and owner not in users:  # entry.c: getpwnam() fails, "bad username"
+        out.problems.append(Problem(number, f"no user '{owner}' on this host: cron refuses the line (bad username)",
+                                    by_cron=True))
         return None
     command = _command(number, command_text, shell, out, env)
     schedule = _schedule(number, when, zone, out)
@@ -464,20 +490,21 @@ def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | 
         # cron compares a nickname with strcmp() (entry.c): '@Daily' is a syntax error there,
         # a line that never runs, not a daily job.
         out.problems.append(Problem(number, f"'{when}': cron's nicknames are lower case; cron refuses '{when}' and "
-                                    f"never runs the line (write '{when.lower()}' to run it)"))
+                                    f"never runs the line (write '{when.lower()}' to run it)", by_cron=True))
         return None
     if when.lower() == cron.REBOOT:
         return {"after_boot": cron.REBOOT_AFTER_BOOT}
     if when.lower() in cron.FOREIGN_NICKNAMES:
-        out.problems.append(Problem(number, cron.FOREIGN_NICKNAMES[when.lower()]))
+        out.problems.append(Problem(number, cron.FOREIGN_NICKNAMES[when.lower()], by_cron=True))
         return None
     if when.startswith("@") and when.lower() not in cron.NICKNAMES:
-        out.problems.append(Problem(number, f"unknown nickname '{when}' (cron knows {', '.join([*cron.NICKNAMES, cron.REBOOT])})"))
+        out.problems.append(Problem(number, f"unknown nickname '{when}' (cron knows {', '.join([*cron.NICKNAMES, cron.REBOOT])})",
+                                    by_cron=True))
         return None
     try:
         parsed = cron.parse(when)
     except cron.CronError as exc:
-        out.problems.append(Problem(number, f"'{when}': {exc}"))
+        out.problems.append(Problem(number, f"'{when}': {exc}", by_cron=exc.refused))
         return None
     if cron.never_runs(parsed):
         out.problems.append(Problem(number, f"'{when}': cron never runs this line: no month it names has that day "

@@ -133,15 +133,17 @@ def import_host(cron, zone: str | None) -> HostImport:
                 job = tool.ImportedJob(**{**job.__dict__, "timer": _with(job.timer, persistent="true")})
             runners.setdefault(period, []).append(_Runner(src, job.line, f"{origin} line {job.line}", job, left))
 
+    # The image's cron's rules, as every crontab of it is read.
+    rules = {"acts_on": cron.flavour.acts_on, "whole_file": cron.flavour.whole_file}
     if cron.crontab is not None:
         src = Source(cron.crontab.path, "crontab" + MANIFEST_SUFFIX, tool.read(cron.crontab.text, "crontab", system=True,
-                                                                                      acts_on=cron.flavour.acts_on))
+                                                                                      **rules, users=cron.users))
         take(src, "/" + cron.crontab.rel)
         out.sources.append(src)
     for crontab in cron.cron_d:
         name = crontab.rel.rsplit("/", 1)[-1]
         src = Source(crontab.path, f"cron.d-{file_stem(name)}{MANIFEST_SUFFIX}", tool.read(crontab.text, name, system=True,
-                                                                                                   acts_on=cron.flavour.acts_on))
+                                                                                                   **rules, users=cron.users))
         take(src, "/" + crontab.rel)
         out.sources.append(src)
     folders_at = len(out.sources)
@@ -153,7 +155,7 @@ def import_host(cron, zone: str | None) -> HostImport:
         # No is_user: cron reads every file of its spool as a user crontab, so the format is
         # known, not guessed from a name, and a command that is also a user's name (`mail`)
         # is the command cron ran; there is no --system to pass under --host.
-        imported = tool.read(crontab.text, crontab.user, system=False, user=crontab.user, acts_on=cron.flavour.acts_on)
+        imported = tool.read(crontab.text, crontab.user, system=False, user=crontab.user, **rules)
         src = Source(crontab.path, f"user-{file_stem(crontab.user)}{MANIFEST_SUFFIX}", imported)
         take(src, "/" + crontab.rel)
         out.sources.append(src)
