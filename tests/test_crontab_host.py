@@ -942,6 +942,42 @@ def test_a_crontab_others_can_write_or_of_a_foreign_owner_is_refused_as_cron_ski
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["cron.d-e2scrub_all.yaml", "cron.daily.yaml"]
 
 
+
+def test_a_crontab_with_a_second_hard_link_is_refused_as_cron_skips_it(image, tmp_path):
+    # Debian's cron: "NUMBER OF HARD LINKS > 1"; cronie: "BAD LINK COUNT". A second name
+    # elsewhere could change the crontab behind cron's back, so cron runs none of it.
+    img = str(image)
+    os.link(image / "etc/cron.d/e2scrub_all", image / "e2scrub-copy")
+    os.link(image / "var/spool/cron/crontabs/shop", image / "shop-copy")
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    lines = r.stdout.splitlines()
+    for rel in ("etc/cron.d/e2scrub_all", "var/spool/cron/crontabs/shop"):
+        assert (f"{img}/{rel}: refused: cron skips it: it has 2 hard links, and cron reads a crontab with one only "
+                "(cron: NUMBER OF HARD LINKS > 1)") in lines
+    assert r.returncode == 1
+    assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["cron.daily.yaml"]  # /etc/crontab runs only the folders
+
+
+def test_cronie_skips_a_crontab_someone_may_execute(rhel, tmp_path):
+    # cronie's check_open(): `(st_mode & 07533) != 0400` is BAD FILE MODE, an executable
+    # cron.d file included (Debian's cron reads it).
+    _put(rhel, "etc/cron.d/exec", "0 3 * * * root /usr/local/bin/planted\n", 0o755)
+    r = _jobgen("import-crontab", "--host", "--root", str(rhel), "-o", str(tmp_path / "out"))
+    assert (f"{rhel}/etc/cron.d/exec: refused: cron skips it: mode 0755; cronie reads a crontab its owner reads and no one "
+            "executes, which no group or other writes (cron: BAD FILE MODE)") in r.stdout.splitlines()
+    assert "planted" not in "".join(p.read_text() for p in (tmp_path / "out").iterdir())
+
+
+def test_debian_s_cron_does_not_follow_a_link_to_a_user_crontab(image, tmp_path):
+    img = str(image)
+    spool = image / "var/spool/cron/crontabs"
+    (spool / "shop").rename(image / "shop-crontab")
+    (spool / "shop").symlink_to("../../../../shop-crontab")
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert (f"{img}/var/spool/cron/crontabs/shop: refused: cron skips it: a symbolic link, which Debian's cron does not "
+            "follow to a user crontab (cron: CAN'T OPEN)") in r.stdout.splitlines()
+    assert r.returncode == 1 and not (tmp_path / "out" / "user-shop.yaml").exists()
+
 def test_debian_s_cron_reads_a_user_crontab_of_mode_0600_only(image, tmp_path):
     img = str(image)
     _put(image, "var/spool/cron/crontabs/shop", "*/10 * * * * /usr/local/bin/sync-stock --quiet\n", 0o644)

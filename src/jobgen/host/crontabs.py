@@ -88,6 +88,14 @@ class Flavour:
     # delay job start"). Debian's cron on neither: "cron will only handle tasks in a single
     # timezone" (cron(8) of 3.0pl1-162, Debian 12), and its binary holds neither name.
     acts_on: frozenset[str] = frozenset()
+    # cronie's check_open() (database.c) on every crontab: `(st_mode & 07533) != 0400` is "BAD
+    # FILE MODE": its owner reads it, no one executes it, no group or other writes it, no
+    # set-id or sticky bit. Debian's cron holds a system crontab to no write bit for group
+    # or other (INSECURE MODE) and a user crontab to spool_mode.
+    file_mode: tuple[int, int] | None = None  # (mask, what the mode must be under it)
+    # Debian's cron opens a user crontab with O_NOFOLLOW: one that is a symbolic link is not
+    # read ("CAN'T OPEN"); crontab(1) writes them as regular files.
+    spool_links: bool = True
     # A line cron refuses (a syntax error) makes it ignore the whole file: Debian's cron
     # ("Syntax error, this crontab file will be ignored", user.c load_user); cronie skips
     # the line alone (its load_user keeps the entries load_entry returns).
@@ -97,11 +105,11 @@ class Flavour:
 FLAVOURS: dict[str, Flavour] = {
     # Debian's cron; Debian's anacron package ships anacron.timer (hourly) and anacron.service.
     "debian": Flavour("debian", RUN_PARTS_NAME, SKIP_REASON, RUN_PARTS_NAME, SKIP_REASON, "anacron.timer",
-                      DEBIAN_SPOOL, DEBIAN_SPOOL_NAME, DEBIAN_SPOOL_REASON, 0o600, whole_file=True),
+                      DEBIAN_SPOOL, DEBIAN_SPOOL_NAME, DEBIAN_SPOOL_REASON, 0o600, whole_file=True, spool_links=False),
     # cronie (RHEL, Fedora); cronie-anacron is started by cron's /etc/cron.hourly/0anacron.
     "cronie": Flavour("cronie", CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, RHEL_RUN_PARTS_NAME, RHEL_RUN_PARTS_REASON, None,
                       CRONIE_SPOOL, CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON,
-                      acts_on=frozenset({"CRON_TZ", "RANDOM_DELAY"})),
+                      acts_on=frozenset({"CRON_TZ", "RANDOM_DELAY"}), file_mode=(0o7533, 0o400)),
 }
 DEFAULT_FLAVOUR = "debian"
 # Which flavour an image is, told first by its run-parts program, the one that applies the
@@ -194,11 +202,19 @@ def _reason(exc: OSError) -> str:
     return exc.strerror or str(exc)
 
 
-def _trusted(st: os.stat_result, owners: frozenset[int] | None, mode: int | None = None) -> None:
+def _trusted(st: os.stat_result, owners: frozenset[int] | None, mode: int | None = None,
+             file_mode: tuple[int, int] | None = None) -> None:
     """cron's checks on a crontab it opened (cronie's check_open(), Debian's process_crontab()):
-    a crontab anyone but its owner can write, or one not owned by whom it runs as, is skipped
-    ("INSECURE MODE", "BAD FILE MODE", "WRONG FILE OWNER"). Imported, its lines would run
-    jobs cron never ran, as root for a system crontab."""
+    a crontab anyone but its owner can write, one with another hard link, or one not owned
+    by whom it runs as, is skipped ("INSECURE MODE", "BAD FILE MODE", "NUMBER OF HARD LINKS >
+    1" or cronie's "BAD LINK COUNT", "WRONG FILE OWNER"). Imported, its lines would run jobs
+    cron never ran, as root for a system crontab."""
+    if st.st_nlink != 1:  # a link elsewhere could change the crontab behind cron's back
+        raise _Refused(f"cron skips it: it has {st.st_nlink} hard links, and cron reads a crontab with one only "
+                       "(cron: NUMBER OF HARD LINKS > 1)")
+    if file_mode is not None and st.st_mode & file_mode[0] != file_mode[1]:
+        raise _Refused(f"cron skips it: mode {stat.S_IMODE(st.st_mode):04o}; cronie reads a crontab its owner reads and "
+                       "no one executes, which no group or other writes (cron: BAD FILE MODE)")
     if st.st_mode & (stat.S_IWGRP | stat.S_IWOTH):
         raise _Refused(f"cron skips it: others can write it (mode {stat.S_IMODE(st.st_mode):04o}); cron reads a crontab "
                        "only its owner can write (cron: INSECURE MODE)")
@@ -219,7 +235,7 @@ def _system_owners(root: Path) -> frozenset[int]:
 
 
 def _read(root: Path, rel: str, owners: frozenset[int] | None = None, crontab: bool = False,
-          mode: int | None = None) -> str:
+          mode: int | None = None, file_mode: tuple[int, int] | None = None) -> str:
     """A text file under the root, or _Refused with the one reason it cannot be read. A
     `crontab` is also held to cron's checks (_trusted), on the file read, a link's target."""
     real = _inside(root, rel)
@@ -233,7 +249,7 @@ def _read(root: Path, rel: str, owners: frozenset[int] | None = None, crontab: b
         if not stat.S_ISREG(st.st_mode):
             raise _Refused("not a regular file")
         if crontab:
-            _trusted(st, owners, mode)
+            _trusted(st, owners, mode, file_mode)
         if st.st_size > MAX_BYTES:
             raise _Refused(f"{st.st_size} bytes, more than a crontab's {MAX_BYTES}: not read")
         data = os.read(fd, MAX_BYTES + 1)
@@ -274,7 +290,7 @@ def _file(root: Path, rel: str, out: HostCron, user: str | None = None, missing_
     if not os.path.lexists(root / rel) and missing_ok:
         return None
     try:
-        return Crontab(_shown(root, rel), rel, _read(root, rel, owners, crontab, mode), user)
+        return Crontab(_shown(root, rel), rel, _read(root, rel, owners, crontab, mode, out.flavour.file_mode), user)
     except _Refused as exc:
         out.unread.append(Unread(_shown(root, rel), str(exc)))
         return None
@@ -400,7 +416,7 @@ def read_host(root: Path, flavour_name: str | None = None) -> HostCron:
         if not flavour.spool_name.fullmatch(name):
             out.skipped.append(Unread(_shown(root, rel), flavour.spool_reason))
             continue
-        if (why := _spool_problem(root, rel, name, passwd, system)) is not None:
+        if (why := _spool_problem(root, rel, name, passwd, system, flavour.spool_links)) is not None:
             out.unread.append(Unread(_shown(root, rel), why))
             continue
         if (crontab := _file(root, rel, out, user=name, mode=flavour.spool_mode)) is not None:
@@ -408,7 +424,8 @@ def read_host(root: Path, flavour_name: str | None = None) -> HostCron:
     return out
 
 
-def _spool_problem(root: Path, rel: str, name: str, passwd: dict[str, int], system: frozenset[int]) -> str | None:
+def _spool_problem(root: Path, rel: str, name: str, passwd: dict[str, int], system: frozenset[int],
+                   links: bool = True) -> str | None:
     """Debian's cron and cronie (database.c): the file's name is the user; it must exist, and
     the file must be that user's or root's (`st_uid != ROOT_UID && st_uid != pw->pw_uid`:
     WRONG FILE OWNER; root, as _system_owners counts it in an image)."""
@@ -418,6 +435,8 @@ def _spool_problem(root: Path, rel: str, name: str, passwd: dict[str, int], syst
         st = os.lstat(root / rel)
     except OSError as exc:
         return f"cannot be read: {_reason(exc)}"
+    if stat.S_ISLNK(st.st_mode) and not links:
+        return "cron skips it: a symbolic link, which Debian's cron does not follow to a user crontab (cron: CAN'T OPEN)"
     if stat.S_ISREG(st.st_mode) and st.st_uid != passwd[name] and st.st_uid not in system:
         return (f"cron skips it: owned by uid {st.st_uid}, neither {name}'s (uid {passwd[name]}) nor root's "
                 "(cron: WRONG FILE OWNER)")
