@@ -163,24 +163,26 @@ def test_debian_etc_crontab():
     imported = _import("etc/crontab")
     assert imported.problems == [] and imported.notes == []
     assert [(j.line, j.name, j.schedule, j.user) for j in imported.jobs] == [
-        (19, "crontab-cron-hourly-l19", "*-*-* *:17:00", None),
+        (19, "crontab-cron-hourly-l19", "*-*-* *:17:00", "root"),
         # `test -x /usr/sbin/anacron || { cd / && run-parts ... }` runs the folder, not anacron
-        (20, "crontab-cron-daily-l20", "*-*-* 06:25:00", None),
-        (21, "crontab-cron-weekly-l21", "Sun *-*-* 06:47:00", None),
-        (22, "crontab-cron-monthly-l22", "*-*-01 06:52:00", None),
+        (20, "crontab-cron-daily-l20", "*-*-* 06:25:00", "root"),
+        (21, "crontab-cron-weekly-l21", "Sun *-*-* 06:47:00", "root"),
+        (22, "crontab-cron-monthly-l22", "*-*-01 06:52:00", "root"),
     ]
     hourly = imported.jobs[0]
     # cron runs every command with $SHELL -c: shell syntax keeps that, explicitly.
     assert hourly.command == ("/bin/sh", "-c", "cd / && run-parts --report /etc/cron.hourly")
-    assert dict(hourly.environment) == {"PATH": "/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin"}
+    # SHELL as cron sets it for the job (the crontab's here); root's user: systemd sets HOME,
+    # LOGNAME and USER for a unit with User= only, as cron does for every job.
+    assert dict(hourly.environment) == {"PATH": "/usr/local/sbin:/usr/local/bin:/sbin:/bin:/usr/sbin:/usr/bin", "SHELL": "/bin/sh"}
 
 
 def test_a_cron_d_file_with_reboot_and_mailto():
     imported = _import("cron.d/php")
     assert [(j.line, j.schedule, j.user, j.command) for j in imported.jobs] == [
-        (14, "*-*-* *:09,39:00", None, ("/bin/sh", "-c", "[ -x /usr/lib/php/sessionclean ] && if [ ! -d /run/systemd/system ]; "
-                                        "then /usr/lib/php/sessionclean; fi")),
-        (16, "Sun *-*-* 03:30:00", None, ("/sbin/e2scrub_all", "-A", "-r")),
+        (14, "*-*-* *:09,39:00", "root", ("/bin/sh", "-c", "[ -x /usr/lib/php/sessionclean ] && if [ ! -d /run/systemd/system ]; "
+                                          "then /usr/lib/php/sessionclean; fi")),
+        (16, "Sun *-*-* 03:30:00", "root", ("/sbin/e2scrub_all", "-A", "-r")),
         (17, {"after_boot": "1min"}, "www-data", ("/usr/local/bin/warm-cache", "--all")),
     ]
     assert [str(n) for n in imported.notes] == [
@@ -219,7 +221,7 @@ def test_a_user_crontab():
     assert jobs[7].timezone is None  # CRON_TZ applies to the lines after it
     # cron's OR rule: the 1st and the 15th, or any Friday, is two OnCalendar= lines.
     assert jobs[9].schedule == ("*-*-01,15 04:30:00", "Fri *-*-* 04:30:00")
-    assert dict(jobs[5].environment) == {"APP_ENV": "production", "PATH": "/usr/bin:/bin"}  # cron's PATH, unless set
+    assert dict(jobs[5].environment) == {"APP_ENV": "production", "PATH": "/usr/bin:/bin", "SHELL": "/bin/sh"}  # cron's, unless set
 
 
 def test_untranslatable_lines_are_reported_with_their_number():
@@ -395,7 +397,7 @@ def test_steps_that_do_not_divide_their_field_become_lists():
 def test_control_variables_become_timer_keys_or_notes_never_environment():
     imported = _import("tricky", user="shop")
     for job in imported.jobs:
-        assert job.environment == (("PATH", "/usr/bin:/bin"),)  # cron's own: the control variables are not there
+        assert job.environment == (("PATH", "/usr/bin:/bin"), ("SHELL", "/bin/sh"))  # cron's own: the control variables are not there
         assert dict(job.timer) == {"randomized_delay": "3min", "persistent": "true"}
     assert [str(n) for n in imported.notes] == [
         "line 5: BATCH=1 is systemd-cron's run-when-idle; jobgen has no equivalent (set nice/CPU weight in the job); not passed to the jobs"]
@@ -555,7 +557,8 @@ def test_percent_is_read_as_cron_reads_it(tmp_path, command, argv):
 ])  # fmt: skip
 def test_the_jobs_get_crons_path_unless_the_crontab_sets_one(crontab, path):
     imported = tool.read(crontab, "t", system=False)
-    assert [(job.command, dict(job.environment)) for job in imported.jobs] == [(("/bin/sh", "-c", "mytool --now"), {"PATH": path})]
+    assert [(job.command, dict(job.environment)) for job in imported.jobs] == [(("/bin/sh", "-c", "mytool --now"),
+                                                                                 {"PATH": path, "SHELL": "/bin/sh"})]
 
 
 # cron's env.c load_env(): what a NAME=VALUE line sets, quotes and all.
@@ -569,7 +572,7 @@ def test_the_jobs_get_crons_path_unless_the_crontab_sets_one(crontab, path):
 def test_a_variable_is_read_as_cron_reads_it(line, environment):
     imported = tool.read(f"{line}\n0 0 * * * /bin/true\n", "t", system=False)
     assert imported.problems == []
-    assert [dict(job.environment) for job in imported.jobs] == [{**environment, "PATH": "/usr/bin:/bin"}]
+    assert [dict(job.environment) for job in imported.jobs] == [{**environment, "PATH": "/usr/bin:/bin", "SHELL": "/bin/sh"}]
 
 
 @pytest.mark.parametrize("line", ["A='it's'", 'A="a"b', 'A="unclosed', "A='"])
@@ -580,7 +583,8 @@ def test_a_variable_line_cron_does_not_read_sets_nothing(tmp_path, line):
     assert r.returncode == 1
     assert (f"{src}:1: error: cron does not read '{line}' as a variable (a quoted value must be closed, and only "
             "blanks may follow its closing quote) nor as a job: it sets nothing in cron; rewrite it") in r.stderr.splitlines()
-    assert [job.get("environment") for job in yaml.safe_load(out.read_text())["jobs"].values()] == [{"PATH": "/usr/bin:/bin"}]
+    assert [job.get("environment") for job in yaml.safe_load(out.read_text())["jobs"].values()] == [{"PATH": "/usr/bin:/bin",
+                                                                                                     "SHELL": "/bin/sh"}]
 
 
 @pytest.mark.parametrize("nickname", ["@Daily", "@HOURLY", "@Reboot"])
@@ -649,7 +653,7 @@ def test_a_user_crontab_without_its_user_says_its_jobs_now_run_as_root(tmp_path)
 
 # Whose cron read the crontab decides what CRON_TZ and RANDOM_DELAY do (host/crontabs.Flavour.acts_on):
 # (the variable's line, --cron, the job's field it sets and its value, the environment, the note at line 1).
-PATH_ONLY = {"PATH": "/usr/bin:/bin"}
+PATH_ONLY = {"PATH": "/usr/bin:/bin", "SHELL": "/bin/sh"}  # cron's own for every job
 SCHEDULING_CASES = [
     ("CRON_TZ=America/New_York", "cronie", "timezone", "America/New_York", PATH_ONLY,
      "CRON_TZ=America/New_York has DST: a job with a fixed minute and hour that falls in the hour the clocks skip runs "

@@ -224,6 +224,36 @@ def test_a_system_crontab_with_a_line_for_no_user_of_the_image_runs_nothing_on_d
     r = _jobgen("import-crontab", "--host", "--root", str(image), "-o", str(tmp_path / "cronie"), "--cron", "cronie")
     assert f"{image}/etc/cron.d/shop:2: translated: shop-backup-l2 in cron.d-shop.yaml" in r.stdout.splitlines()
 
+
+def test_each_job_keeps_the_process_context_cron_gave_it(image, tmp_path):
+    """cron runs a job as its user, with SHELL (/bin/sh unless the crontab sets it), HOME,
+    LOGNAME and USER set, in HOME (do_command.c: chdir(HOME)). A unit gets HOME, LOGNAME and
+    USER only with User= (root's too) and runs in '/': root's jobs had no HOME, and a job
+    writing `dump.sql` or reading `~/.my.cnf` did it somewhere else."""
+    img = str(image)
+    _put(image, "etc/passwd", f"root:x:0:0::/root:/bin/bash\nwww-data:x:33:33::/var/www:/usr/sbin/nologin\n"
+                              f"shop:x:{os.getuid()}:100::/home/shop:/bin/sh\n")
+    for home in ("root", "home/shop", "srv/app"):
+        (image / home).mkdir(parents=True)
+    _put(image, "etc/cron.d/app", "0 1 * * * root mysqldump --all-databases > dump.sql\n"
+                                  "0 2 * * * www-data ./warm-cache\n"  # /var/www is not there: cron stays in '/'
+                                  "HOME=/srv/app\n0 3 * * * www-data ./rotate\n")
+    r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(tmp_path / "out"))
+    assert r.returncode == 0, r.stdout
+    app = _manifest_jobs(tmp_path / "out", "cron.d-app.yaml")
+    context = {name: (job["user"], job.get("working_directory"), job["environment"].get("SHELL"), job["environment"].get("HOME"))
+               for name, job in app.items()}
+    assert context == {
+        "app-mysqldump-l1": ("root", "/root", "/bin/sh", None),
+        "app-warm-cache-l2": ("www-data", None, "/bin/sh", None),
+        "app-rotate-l4": ("www-data", "/srv/app", "/bin/sh", "/srv/app"),
+    }
+    shop = _manifest_jobs(tmp_path / "out", "user-shop.yaml")["shop-sync-stock-l2"]
+    assert (shop["user"], shop["working_directory"]) == ("shop", "/home/shop")
+    # Debian's /etc/crontab runs the folders after `cd /`: the scripts run in '/'.
+    daily = _manifest_jobs(tmp_path / "out", "cron.daily.yaml")
+    assert {job["user"] for job in daily.values()} == {"root"} and not any("working_directory" in j for j in daily.values())
+
 def test_a_user_crontab_of_root_s_is_read_as_cron_reads_it(image, tmp_path):
     """Debian's cron and cronie read a user crontab that is its user's or root's
     (database.c: `st_uid != ROOT_UID && st_uid != pw->pw_uid` is WRONG FILE OWNER): root's was
@@ -582,14 +612,14 @@ def test_a_rhel_host_with_anacron_imports_each_folder_from_its_runner(rhel, tmp_
     path = {"PATH": "/sbin:/bin:/usr/sbin:/usr/bin"}
     assert _manifest_jobs(out, "cron.hourly.yaml") == {"cron-hourly-sa1": {
         "description": "cron: /etc/cron.hourly/sa1, run by run-parts from /etc/cron.d/0hourly line 5",
-        "command": ["/etc/cron.hourly/sa1"], "schedule": "*-*-* *:01:00", "mail_on_failure": "root",
-        "hardening": "none", "environment": path}}
+        "command": ["/etc/cron.hourly/sa1"], "schedule": "*-*-* *:01:00", "user": "root", "mail_on_failure": "root",
+        "hardening": "none", "environment": {**path, "SHELL": "/bin/bash"}}}  # 0hourly's SHELL, as cron sets it
     for manifest, name, schedule in (("cron.daily.yaml", "cron-daily-logrotate", "*-*-* 03:05:00"),
                                      ("cron.weekly.yaml", "cron-weekly-fstrim", "Mon *-*-* 03:25:00"),
                                      ("cron.monthly.yaml", "cron-monthly-report", "*-*-01 03:45:00")):
         job = _manifest_jobs(out, manifest)[name]
-        assert (job["schedule"], job["persistent"], job["randomized_delay"], job["environment"], job["mail_on_failure"]) == (
-            schedule, True, "45min", path, "root"), manifest
+        assert (job["schedule"], job["persistent"], job["randomized_delay"], job["environment"], job["mail_on_failure"],
+                job["user"]) == (schedule, True, "45min", path, "root", "root"), manifest
     check = _jobgen("check", *(str(p) for p in sorted(out.iterdir())))
     assert check.returncode == 0, check.stderr
 

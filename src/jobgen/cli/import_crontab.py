@@ -73,7 +73,7 @@ def import_crontab(crontab: Optional[Path], *, output: Optional[Path] = None, ho
     # The rules of the cron that read it: this host's, unless --cron names another.
     flavour = host_cron.FLAVOURS[cron or host_cron.image_flavour(Path("/"))]
     imported = tool.read(text, crontab.name, system=is_system, user=user, is_user=_is_user if system is None else None,
-                         acts_on=flavour.acts_on, whole_file=flavour.whole_file)
+                         acts_on=flavour.acts_on, whole_file=flavour.whole_file, context=tool.Context(_home, os.path.isdir))
     try:  # a job the validator refuses is reported by line; any other refusal is jobgen's bug
         result = tool.settle(imported, crontab.name, str(output or "<import>"))
     except ManifestError as exc:
@@ -222,6 +222,16 @@ def _zone_problem(zone: str) -> str | None:
     from jobgen.compiler import timespec
 
     return None if timespec.timezone_is_valid(zone) else "not a time zone jobgen knows"
+
+
+def _home(name: str) -> str | None:
+    """A user's home folder on this host (a FILE is read as this host's cron reads it)."""
+    import pwd
+
+    try:
+        return pwd.getpwnam(name).pw_dir
+    except (KeyError, UnicodeEncodeError):
+        return None
 
 
 def _is_user(name: str) -> bool:

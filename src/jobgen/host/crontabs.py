@@ -177,6 +177,17 @@ class HostCron:
     flavour: Flavour = FLAVOURS[DEFAULT_FLAVOUR]
     zone: str | None = None  # the host's time zone, when it can be told
     users: frozenset[str] = frozenset()
+    homes: dict[str, str] = field(default_factory=dict)  # user -> home folder, from the root's /etc/passwd
+
+    def home(self, user: str) -> str | None:
+        return self.homes.get(user)
+
+    def folder(self, path: str) -> bool:
+        """Whether PATH is a folder in the image (links resolved inside it, never out)."""
+        try:
+            return os.path.isdir(_inside(self.root, path.lstrip("/")))
+        except _Refused:
+            return False
 
 
 class _Refused(Exception):
@@ -309,6 +320,15 @@ def _passwd(root: Path) -> dict[str, int]:
     return users
 
 
+def _homes(root: Path) -> dict[str, str]:
+    """passwd(5)'s sixth field, the home folder, of each user of the root's /etc/passwd."""
+    try:
+        text = _read(root, PASSWD)
+    except _Refused:
+        return {}
+    return {parts[0]: parts[5] for parts in (line.split(":") for line in text.splitlines()) if len(parts) >= 7}
+
+
 def host_zone(root: Path) -> str | None:
     """The zone name /etc/timezone holds, else the one /etc/localtime links to."""
     try:
@@ -385,6 +405,7 @@ def read_host(root: Path, flavour_name: str | None = None) -> HostCron:
     out = HostCron(root)
     passwd = _passwd(root)
     out.users = frozenset(passwd)
+    out.homes = _homes(root)
     out.zone = host_zone(root)
     out.anacron = _executable(root, ANACRON)
     out.flavour = flavour = FLAVOURS[flavour_name or image_flavour(root)]

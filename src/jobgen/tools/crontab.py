@@ -26,6 +26,7 @@ Every problem is (line number, message); a line with a problem produces no job.
 from __future__ import annotations
 
 import json
+import os
 import re
 from dataclasses import dataclass, field
 from datetime import datetime, timedelta, timezone
@@ -92,6 +93,7 @@ class ImportedJob:
     environment: tuple[tuple[str, str], ...]
     timer: tuple[tuple[str, str], ...] = ()  # manifest keys from cron's control variables
     mail: str | None = None  # MAILTO: mail_on_failure
+    working_directory: str | None = None  # where cron ran it: HOME (Context)
 
 
 @dataclass
@@ -144,9 +146,18 @@ def system_format(path: str) -> bool:
     return (p.name == "crontab" and p.parent.name == "etc") or p.parent.name == "cron.d"
 
 
+@dataclass(frozen=True)
+class Context:
+    """What the host read says about where cron ran a job: `home(user)`, a user's home folder
+    (passwd's, None when unknown), and `folder(path)`, whether a folder exists there."""
+
+    home: Callable[[str], str | None]
+    folder: Callable[[str], bool]
+
+
 def read(text: str, stem: str, *, system: bool, user: str | None = None,
          is_user: Callable[[str], bool] | None = None, acts_on: frozenset[str] = ACTS_ON_ALL,
-         whole_file: bool = False, users: frozenset[str] | None = None) -> Imported:
+         whole_file: bool = False, users: frozenset[str] | None = None, context: Context | None = None) -> Imported:
     """Every line of a crontab; `user` is the owner of a user crontab (None: unknown).
     `is_user`, given when the format was guessed from the file's name: whether a word names a
     user of the host, so that a copy of a system crontab read as a user crontab is caught.
@@ -154,7 +165,8 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
     cronie all, Debian's cron none); any other is a variable of the jobs' environment.
     `whole_file`: that cron ignores the whole file when it refuses one line (Debian's cron;
     Flavour.whole_file). `users`: the users of the host the crontab is read on, when known
-    (--host): a system crontab's line for a user that is not one is refused, as cron does."""
+    (--host): a system crontab's line for a user that is not one is refused, as cron does.
+    `context`: where cron ran each job (its working folder); None: not known."""
     out = Imported()
     env: dict[str, str] = {}
     zone: str | None = None
@@ -244,7 +256,8 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
             out.problems.append(Problem(number, "the last line has no line break at its end, and cron refuses a job "
                                                 "line without one", by_cron=True))
             continue
-        job = _job(number, raw, stem, system=system, user=user, zone=zone, shell=shell, env=env, out=out, users=users)
+        job = _job(number, raw, stem, system=system, user=user, zone=zone, shell=shell, env=env, out=out, users=users,
+                   context=context)
         if job is not None and not isinstance(job.schedule, dict):
             job = ImportedJob(**{**job.__dict__, "timer": tuple(sorted(timer.items()))})
         if job is not None:
@@ -383,7 +396,8 @@ def _split_line(raw: str, system: bool) -> tuple[str, str | None, str] | None:
 
 
 def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zone: str | None, shell: str,
-         env: dict[str, str], out: Imported, users: frozenset[str] | None = None) -> ImportedJob | None:
+         env: dict[str, str], out: Imported, users: frozenset[str] | None = None,
+         context: Context | None = None) -> ImportedJob | None:
     split = _split_line(raw, system)
     if split is None:
         what = "schedule, user and command" if system else "schedule and command"
@@ -421,9 +435,27 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
         schedule=schedule,
         timezone=None if isinstance(schedule, dict) else zone,
         command=command,
-        user=None if owner == "root" else owner,
-        environment=tuple(sorted({**CRON_DEFAULT_ENV, **env}.items())),
+        # root too: systemd sets HOME, LOGNAME and USER for a unit with User= only
+        # (systemd.exec(5) "Environment Variables in Spawned Processes"), as cron does for all.
+        user=owner,
+        # cron sets SHELL for the job (/bin/sh unless the crontab sets it); systemd's would be
+        # the user's login shell (nologin for many service users).
+        environment=tuple(sorted({**CRON_DEFAULT_ENV, "SHELL": shell, **env}.items())),
+        working_directory=_working_directory(owner, env, context),
     )
+
+
+def _working_directory(owner: str | None, env: dict[str, str], context: Context | None) -> str | None:
+    """cron runs a job in HOME (do_command.c: `chdir(env_get("HOME", e->envp))`): the
+    crontab's HOME, else the user's. Where that folder is missing Vixie and Debian's cron
+    ignore the failed chdir and run it in '/', systemd's default too; so only a folder the
+    host has is written (a unit whose WorkingDirectory= is missing does not start)."""
+    if context is None or owner is None:
+        return None
+    home = env.get("HOME") or context.home(owner)
+    if not home or not home.startswith("/") or ".." in home.split("/") or not context.folder(home):
+        return None
+    return os.path.normpath(home) if home != "/" else None
 
 
 def _command(number: int, text: str, shell: str, out: Imported, env: dict[str, str] | None = None) -> tuple[str, ...] | None:
@@ -696,6 +728,8 @@ def _manifest(imported: Imported, source: str) -> tuple[str, dict[str, tuple[int
             lines.append(f"    timezone: {job.timezone}")
         if job.user:
             lines.append(f"    user: {job.user}")
+        if job.working_directory:
+            lines.append(f"    working_directory: {_q(job.working_directory)}")
         if job.mail:
             lines.append(f"    mail_on_failure: {_q(job.mail)}")
         lines.append("    hardening: none")

@@ -54,6 +54,7 @@ _BODY = (r"(?:cd\s+/\s*&&\s*)?(?:nice\s+)?(?:/bin/|/usr/bin/)?run-parts(?:\s+(?:
 _RUNNER = re.compile(rf"(?:test\s+-x\s+/usr/sbin/anacron\s*\|\|\s*(?:\(\s*{_BODY}\s*\)|\{{\s*{_BODY}\s*;\s*\}}|{_BODY})"
                      rf"|\[\s+!\s+-f\s+/etc/cron\.hourly/0anacron\s+\]\s*&&\s*{_BODY}|{_BODY})")
 _ANACRON_GUARD = re.compile(r"test\s+-x\s+/usr/sbin/anacron\s*\|\|")
+_CD_ROOT = re.compile(r"(?:^|[({;|&]\s*)cd\s+/\s*&&")
 _REVIEW_ALWAYS = ("hardening: none and overlap: skip: cron ran these jobs without a sandbox and started a run "
                   "while the last one was still going (README: import-crontab)")
 
@@ -134,7 +135,8 @@ def import_host(cron, zone: str | None) -> HostImport:
             runners.setdefault(period, []).append(_Runner(src, job.line, f"{origin} line {job.line}", job, left))
 
     # The image's cron's rules, as every crontab of it is read.
-    rules = {"acts_on": cron.flavour.acts_on, "whole_file": cron.flavour.whole_file}
+    rules = {"acts_on": cron.flavour.acts_on, "whole_file": cron.flavour.whole_file,
+             "context": tool.Context(cron.home, cron.folder)}
     if cron.crontab is not None:
         src = Source(cron.crontab.path, "crontab" + MANIFEST_SUFFIX, tool.read(cron.crontab.text, "crontab", system=True,
                                                                                       **rules, users=cron.users))
@@ -354,7 +356,7 @@ def _anacron_runner(src: Source, a: _AnacronLine, own: dict[str, tuple[int, str]
         if int(value):
             timer["randomized_delay"] = f"{int(value)}min"
     job = tool.ImportedJob(name="", line=a.line, source="", cron_schedule=text, schedule=schedule[0], timezone=None,
-                           command=(), user=None, environment=a.environment, timer=tuple(sorted(timer.items())), mail=a.mail)
+                           command=(), user="root", environment=a.environment, timer=tuple(sorted(timer.items())), mail=a.mail)
     review = (f"anacron ran this line when it was started (hourly) and a {every[6:]} had passed since the date of the "
               f"last run{window}; the jobs' timer elapses at {minutes // 60:02}:{minutes % 60:02} {every} "
               f"('{schedule[0]}') instead, and makes up a missed run at boot" + (" at any hour" if window else ""))
@@ -481,7 +483,9 @@ def _folder(folder, kept: list[_Runner], tab: _Anacrontab | None, installed: boo
             source=f"/etc/cron.{folder.period}/{script}, run by run-parts from {' and '.join(r.origin for r in kept)}",
             cron_schedule=first.cron_schedule, schedule=schedule, timezone=first.timezone,
             command=(f"/etc/cron.{folder.period}/{script}",), user=first.user, environment=first.environment,
-            timer=first.timer, mail=first.mail))
+            timer=first.timer, mail=first.mail,
+            # run-parts runs each script where the line left it: '/' after Debian's `cd / &&`
+            working_directory=None if _CD_ROOT.search(_text(first.command)) else first.working_directory))
     return src
 
 
