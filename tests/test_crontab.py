@@ -468,6 +468,21 @@ def test_a_line_cron_runs_and_jobgen_does_not_translate_leaves_the_others(tmp_pa
     assert list(yaml.safe_load((tmp_path / "m.yaml").read_text())["jobs"]) == ["shop-backup-l2"]
 
 
+def test_a_crontab_saved_with_cr_lf_is_imported_with_a_note_of_what_cron_ran(tmp_path):
+    """cron keeps a CR before the line's '\\n' in the command (the shell looked for
+    `backup.sh\\r`): the import drops it, and says once that those jobs most likely failed."""
+    src = tmp_path / "shop"
+    src.write_bytes(b"MAILTO=\"\"\r\n0 2 * * * /usr/local/bin/backup.sh\r\n0 3 * * * /usr/local/bin/other\r\n")
+    r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", str(src), "-o", str(tmp_path / "m.yaml"))
+    assert (r.returncode, r.stderr.splitlines()) == (0, [
+        f"{src}:2: note: the lines end in CR LF (a file saved on Windows): cron kept the CR as the last character of each "
+        "command, so these jobs most likely failed under cron ('...\\r: not found'); imported without it, they run: "
+        "check that they should",
+        "jobgen: 2 jobs imported",
+    ])
+    jobs = yaml.safe_load((tmp_path / "m.yaml").read_text())["jobs"]
+    assert [job["command"] for job in jobs.values()] == [["/usr/local/bin/backup.sh"], ["/usr/local/bin/other"]]
+
 @pytest.mark.parametrize("cron, jobs, summary", [
     ("debian", [], "jobgen: 0 jobs imported; 2 lines not translated"),
     ("cronie", ["shop-backup-l1"], "jobgen: 1 job imported; 1 line not translated"),

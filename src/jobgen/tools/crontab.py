@@ -140,6 +140,14 @@ SCHEDULING: dict[str, str] = {
 ACTS_ON_ALL = frozenset(SCHEDULING)  # cronie's: what a crontab's author expects of these names
 
 
+# cron reads a command up to '\n' (entry.c get_string): a CR before it stays the command's last
+# character, and the shell looked for `backup.sh\r` ("not found"); a variable's value loses it
+# (load_env strips trailing white space). The import drops it: what cron ran is said.
+_CRLF_NOTE = ("the lines end in CR LF (a file saved on Windows): cron kept the CR as the last character of each "
+              "command, so these jobs most likely failed under cron ('...\\r: not found'); imported without it, they "
+              "run: check that they should")
+
+
 def system_format(path: str) -> bool:
     """/etc/crontab and /etc/cron.d/* have the user column; other files are user crontabs."""
     p = PurePath(path)
@@ -180,7 +188,9 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
     # '\r' is dropped, as before.
     lines = text.split("\n")
     last = len(lines)
+    crlf_said = False
     for number, raw in enumerate(lines, start=1):
+        crlf = raw.endswith("\r")
         raw = raw.removesuffix("\r")
         line = raw.strip(_BLANKS)
         if not line or line.startswith("#"):
@@ -266,6 +276,9 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
             name = _unique(job.name, taken)
             taken.add(name)
             out.jobs.append(ImportedJob(**{**job.__dict__, "name": name}))
+            if crlf and not crlf_said:  # once a file: every line of it ends so
+                crlf_said = True
+                out.notes.append(Problem(number, _CRLF_NOTE))
     if whole_file and (refused := next((p for p in out.problems if p.by_cron), None)) is not None:
         out.problems += [Problem(job.line, f"cron runs no line of this file: it refuses line {refused.line} (see there), and "
                                            "Debian's cron then ignores the whole file (\"this crontab file will be ignored\"); "
