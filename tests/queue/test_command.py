@@ -168,3 +168,35 @@ def test_a_reader_gone_away_loses_the_text_not_the_outcome(tmp_path):
     listed = to_a_closed_pipe("queue", *store)
     assert (listed.returncode, listed.stderr) == (0, "")
     assert [r["args"] for r in json.loads(jobgen("queue", *store, "--format", "json").stdout)["requests"]] == [["kept"]]
+
+
+# The cluster form's configuration, refused before any server is asked (this URL's port
+# is never contacted): as `jobgen lock` refuses the same --password-file (config-error, 78)
+# and --connect-timeout (usage, 64), by the same rule (runtime/backends read_password,
+# runtime/lock.py CONNECT_TIMEOUT). Both were tracebacks (exit 1), /dev/zero read until
+# memory ran out.
+CLUSTER = ["--backend", "redis://127.0.0.1:1/0", "--name", "x", "--job", "j"]
+
+
+@pytest.mark.parametrize("file, why", [
+    ("latin-1", "not UTF-8 text"),
+    ("/dev/zero", "more than 1048576 bytes, not a password"),  # tmp_path / "/dev/zero" is /dev/zero
+])
+def test_a_password_file_that_holds_no_password_is_one_line_as_for_the_lock_holder(tmp_path, file, why):
+    (tmp_path / "latin-1").write_bytes(b"caf\xe9\n")
+    path = tmp_path / file
+    for verb in ("enqueue", "queue"):
+        r = jobgen(verb, *CLUSTER, "--password-file", str(path))
+        assert (r.returncode, r.stdout, r.stderr) == (78, "", f"jobgen {verb}: config-error: password file {path}: {why}\n")
+    held = jobgen("lock", *CLUSTER, "--password-file", str(path), "--", "/bin/true")
+    assert (held.returncode, held.stderr) == (78, f"jobgen-lock[j]: config-error name=x password file {path}: {why} exit=78\n")
+
+
+@pytest.mark.parametrize("seconds", ["nan", "-5"])
+def test_a_connect_timeout_that_is_no_time_is_a_usage_error_as_for_the_lock_holder(seconds):
+    why = f"argument --connect-timeout: '{seconds}': must be > 0 seconds"
+    for verb in ("enqueue", "drain", "queue"):
+        r = jobgen(verb, *CLUSTER, "--connect-timeout", seconds, "--", "/bin/true")
+        assert (r.returncode, r.stdout, r.stderr) == (64, "", f"jobgen {verb}: usage error: {why}\n")
+    held = jobgen("lock", *CLUSTER, "--connect-timeout", seconds, "--", "/bin/true")
+    assert (held.returncode, held.stderr) == (64, f"jobgen-lock[-]: usage-error {why} exit=64\n")

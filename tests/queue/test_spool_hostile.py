@@ -22,7 +22,7 @@ from pathlib import Path
 import pytest
 
 from jobgen.contract.queue import EXIT_SPOOL, MAX_REQUEST_BYTES, SET_ASIDE, SPOOL_FOLDERS
-from jobgen.runtime.queue.spool import PENDING, Spool, TooBig
+from jobgen.runtime.queue.spool import FAILED, PENDING, RUNNING, Spool, TooBig
 from support.cli import jobgen as run_jobgen
 
 ENV = {"PATH": "/usr/bin:/bin", "PYTHONPATH": os.pathsep.join(sys.path)}
@@ -126,7 +126,17 @@ HOSTILE = [
     ("attempts as text", lambda p: p.write_bytes(doc(attempts="1")), "'attempts' is str, not int"),
     ("attempts as a boolean", lambda p: p.write_bytes(doc(attempts=True)), "'attempts' is bool, not int"),
     ("args not strings", lambda p: p.write_bytes(doc(args=[1, {"x": 2}])), "'args' holds something other than strings"),
-    ("a negative attempt count", lambda p: p.write_bytes(doc(attempts=-5)), "a negative counter"),
+    ("a negative attempt count", lambda p: p.write_bytes(doc(attempts=-5)), f"'attempts' is out of range (0 to {2**63 - 1})"),
+    # Each of these read as a request, then failed every drain with a traceback before or
+    # at its start (exec's "embedded null byte", a surrogate no byte stands for, a count of
+    # 4,300 digits that json could read and not write back), blocking the queue.
+    ("a NUL in an argument", lambda p: p.write_bytes(doc(args=["a\0b"])), "'args' holds a NUL character, which no command line can"),
+    ("a lone surrogate in an argument", lambda p: p.write_bytes(doc(args=["a\ud800b"])),
+     "'args' holds a lone surrogate (a character that is no byte), which no command line can"),
+    ("a NUL in what enqueued it", lambda p: p.write_bytes(doc(by="x\0")), "'by' holds a NUL character, which no command line can"),
+    ("an attempt count of 4,300 digits", lambda p: p.write_bytes(doc(attempts=10**4300 - 1)), f"'attempts' is out of range (0 to {2**63 - 1})"),
+    ("an exit status past 255", lambda p: p.write_bytes(doc(last_status=256)), "'last_status' is out of range (0 to 255)"),
+    ("a field jobgen never writes", lambda p: p.write_bytes(doc(run_as="root")), "'run_as' is not a field of a request"),
     ("huge", lambda p: p.write_bytes(b" " * (MAX_REQUEST_BYTES + 1)), f"{MAX_REQUEST_BYTES + 1} bytes, more than a request can be ({MAX_REQUEST_BYTES})"),
     ("a symlink to /etc/passwd", lambda p: p.symlink_to("/etc/passwd"), "a symbolic link"),
     ("a folder", lambda p: p.mkdir(), "not a regular file"),
@@ -327,6 +337,31 @@ def test_a_counter_too_big_for_an_id_does_not_lose_the_next_request(tmp_path, co
     doc = listing(spool)
     assert [(q["id"], q["args"]) for q in doc["requests"]] == [(first, ["a"]), (second, ["b"])]
     assert doc[SET_ASIDE] == []
+
+
+@pytest.mark.parametrize("state", [RUNNING, FAILED])
+def test_a_file_named_as_the_last_request_number_that_is_not_one_is_set_aside_by_enqueue(tmp_path, state):
+    # Numbers come after the highest request on disk, which enqueue judged by names alone:
+    # a planted failed/99999999999999999999-deadbeef.json refused every enqueue ("rejected:
+    # request not recorded: cannot write the spool: no request number left after
+    # 99999999999999999999: SPOOL/seq", exit 71). Only the names that decide the number
+    # are read, from the highest down: the one below the request that decides it is not.
+    spool = tmp_path / "spool"
+    spool.mkdir()
+    first = enqueue(spool, "a")
+    os.rename(spool / PENDING / f"{first}.json", spool / state / f"{first}.json")
+    top, below = "99999999999999999999-deadbeef.json", "00000000000000000000-00000000.json"
+    for name in (top, below):
+        (spool / state / name).write_text("garbage")
+    r = jobgen("enqueue", *store(spool), "--", "b")
+    second = r.stdout.strip()
+    assert (r.returncode, second[:21]) == (0, f"{2:020d}-"), r.stderr
+    assert r.stderr.splitlines()[-1] == f"jobgen enqueue: export: enqueued: {second} (1 pending)"
+    assert sorted(os.listdir(spool / state)) == [below, f"{first}.json"]
+    assert (spool / SET_ASIDE / top).read_text() == "garbage"
+    # The listing reads every file: it sets aside the one below too.
+    assert listing(spool)[SET_ASIDE] == [{"file": str(spool / SET_ASIDE / name), "why": "not JSON (7 bytes; a request cut short, or not one)"}
+                                         for name in (below, top)]
 
 
 @pytest.mark.parametrize("what,damage", [

@@ -8,16 +8,20 @@ job's user, and a request written by root would be unreadable to its drainer.
 
 from __future__ import annotations
 
+import errno
+import os
 import sys
 from pathlib import Path
-from typing import Optional
+from typing import NoReturn, Optional
 
 import typer
 
 from jobgen.cli import completion
 from jobgen.cli.answer import Format, build_all, err, json_answered, resolve_target
 from jobgen.cli.app import FormatOpt, SystemdOpt
-from jobgen.cli.exits import EXIT_INVALID
+from jobgen.cli.exits import EXIT_INVALID, judged
+from jobgen.contract import outcomes
+from jobgen.contract.oneline import one_line
 from jobgen.runtime import spawn
 
 
@@ -36,35 +40,82 @@ def _self() -> str:
     return spawn.console_script(sys.argv[0])
 
 
-def _run_as_job(spec, args: list[str]) -> int:
+class _Answer:
+    """Our stdout as the child's answer reaches it (runtime/run.py _relay writes here),
+    unbuffered as job_stream's; the first write that fails is kept in ``lost``, and the
+    relay stops copying. The relay alone would drop it: `queue MANIFEST JOB >/dev/full`
+    ended 0 with nothing shown, where the --spool form says so and ends 73."""
+
+    def __init__(self, stream) -> None:  # cli/run.py job_stream(sys.stdout)
+        self.stream, self.lost = stream, None
+
+    def write(self, data: bytes) -> None:
+        try:
+            if self.stream is None:  # closed before we started (`>&-`)
+                raise OSError(errno.EBADF, os.strerror(errno.EBADF))
+            self.stream.write(data)
+        except OSError as exc:
+            self.lost = exc
+            raise
+
+    def flush(self) -> None:
+        pass
+
+
+def _run_as_job(spec, args: list[str], product: bool) -> int:
     """The runtime command in the job's own process context (user, groups, environment and
     environment files, as `jobgen run` builds it): the spool is the job user's, and a cluster
     URL's ${VAR} comes from the job's environment file. It is this jobgen, isolated from the
     caller's working folder (spawn.jobgen_argv), started in '/': it needs no folder, and
-    the operator's may hold anything."""
+    the operator's may hold anything. Its stdout lost is judged as the child judges its
+    own (exits.judged, ``product`` as exits.STDOUT_PRODUCT says of the --spool form).
+    runtime.RunError when it cannot be started."""
     from jobgen.cli.run import job_stream
     from jobgen.runtime import run as runtime
 
     child = spec._replace(argv=spawn.jobgen_argv(*args), working_directory=spawn.NEUTRAL_CWD)
-    try:
-        return runtime.start(runtime.build(child), job_stream(sys.stdout), job_stream(sys.stderr))
-    except runtime.RunError as exc:
-        err(f"jobgen: error: {exc}")
-        raise typer.Exit(exc.code)
+    out = _Answer(job_stream(sys.stdout))
+    code = runtime.start(runtime.build(child), out, job_stream(sys.stderr))
+    return judged(out.lost, code, product)
+
+
+def _not_started(exc) -> NoReturn:
+    err(f"jobgen: error: {exc}")
+    raise typer.Exit(exc.code)
 
 
 def enqueue(manifest: Path, job: str, args: list[str], *, systemd: Optional[str] = None) -> int:
     """Record one request with ``args`` for ``job``, as the job's user; the exit code."""
+    from jobgen.runtime.queue.command import EXIT_USAGE
+    from jobgen.runtime.run import RunError
+
     spec, store = _queued_job(manifest, job, systemd)
-    return _run_as_job(spec, ["enqueue", *store, "--by", "jobgen enqueue", "--", *args])
+    try:
+        # The request is recorded whatever becomes of its id line: not the product.
+        return _run_as_job(spec, ["enqueue", *store, "--by", "jobgen enqueue", "--", *args], product=False)
+    except RunError as exc:
+        if exc.errno != errno.E2BIG:
+            _not_started(exc)
+        # The arguments with the job's environment past what execve(2) takes: nothing was
+        # recorded, said as the --spool form says arguments too big for one request, with
+        # its code (runtime/queue/command.py TooBig). It was an internal error.
+        err(f"jobgen enqueue: {one_line(job)}: {outcomes.REJECTED}: request not recorded (the arguments with "
+            f"the job's environment are too long for one command line: {os.strerror(errno.E2BIG)})")
+        raise typer.Exit(EXIT_USAGE)
 
 
 def queue(manifest: Path, job: str, *, retry: Optional[str] = None, drop: Optional[str] = None,
           systemd: Optional[str] = None, fmt: Format = Format.text) -> int:
     """List ``job``'s requests, or retry or drop one, as the job's user; the exit code."""
+    from jobgen.runtime.run import RunError
+
     spec, store = _queued_job(manifest, job, systemd, fmt)
     action = ["--retry", retry] if retry else ["--drop", drop] if drop else []
-    code = _run_as_job(spec, ["queue", *store, *action, "--format", fmt.value])
+    try:
+        # The listing is the product; --retry and --drop only confirm what they did.
+        code = _run_as_job(spec, ["queue", *store, *action, "--format", fmt.value], product=not action)
+    except RunError as exc:
+        _not_started(exc)
     if fmt == Format.json:
         json_answered()  # the runtime verb answers every outcome itself (cli/__init__.py)
     return code

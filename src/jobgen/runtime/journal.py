@@ -29,8 +29,20 @@ def send(fields: dict[str, str], socket_path: str = SOCKET, fallback: bool = Tru
             sock.send(data)
         return True
     except OSError:
-        if not fallback:
-            return False
-        sys.stderr.write(f"{fields.get('SYSLOG_IDENTIFIER', 'jobgen')}: {fields.get('MESSAGE', '')}\n")
-        sys.stderr.flush()
+        if fallback:
+            _to_stderr(f"{fields.get('SYSLOG_IDENTIFIER', 'jobgen')}: {fields.get('MESSAGE', '')}\n")
         return False
+
+
+def _to_stderr(line: str) -> None:
+    """The entry where there is no journal. A line stderr cannot take (closed, `2>&-`; a
+    full disk; a reader gone away) is lost, never the caller's failure: it reports work (a
+    drain's request, an enqueue) that must not fail, nor use up an attempt, for want of its
+    status line. What stays buffered is dropped when jobgen exits (cli/__init__.py _say)."""
+    if sys.stderr is None:  # closed before Python started: sys.stderr is None (`2>&-`)
+        return
+    try:
+        sys.stderr.write(line)
+        sys.stderr.flush()
+    except (OSError, ValueError):  # ValueError: a stream closed under us
+        pass

@@ -139,6 +139,10 @@ def _seconds(minimum: float, inclusive: bool = True):
     return conv
 
 
+# --connect-timeout's rule, for the queue commands' cluster form too (runtime/queue/command.py).
+CONNECT_TIMEOUT = _seconds(0, inclusive=False)
+
+
 def _lock_name(text: str) -> str:
     if problem := locks.name_problem(locks.CLUSTER, text):
         raise argparse.ArgumentTypeError(problem)
@@ -161,7 +165,7 @@ def _parser() -> _Parser:
                    help="SIGTERM to SIGKILL delay after the lock is lost")
     p.add_argument("--password-file", metavar="PATH",
                    help="read the password from this file (${VAR} expanded)")
-    p.add_argument("--connect-timeout", type=_seconds(0, inclusive=False),
+    p.add_argument("--connect-timeout", type=CONNECT_TIMEOUT,
                    default=DEFAULTS["connect_timeout"], metavar="SECONDS",
                    help="bound on each network call")
     p.add_argument("--job", help="job name for log lines (default: the lock name)")
@@ -326,7 +330,7 @@ class Holder:
         try:
             target = backends.parse_url(self.args.backend, self.env)
             if self.args.password_file:
-                target = backends.with_password(target, self._read_password())
+                target = backends.with_password(target, backends.read_password(self.args.password_file, self.env))
             backend = backends.load(target.scheme)
         except ConfigError as e:
             return self._finish("config-error", str(e))
@@ -337,14 +341,6 @@ class Holder:
             self.phase = "done"
             return self._finish_signal(self.pending[0], "before acquiring")
         return self._locked_run(backend, target, opts)
-
-    def _read_password(self) -> str:
-        path = backends.expand(self.args.password_file, self.env)
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read().rstrip("\r\n")
-        except OSError as e:
-            raise ConfigError(f"password file {path}: {e.strerror}") from None
 
     def _warn_lease(self, target: backends.Target) -> None:
         # A failed renewal is noticed up to one renewal interval + connect-timeout after the

@@ -128,10 +128,11 @@ EXIT: dict[str, tuple[int, str]] = {
 
 
 class RunError(Exception):
-    def __init__(self, outcome: str, message: str) -> None:
+    def __init__(self, outcome: str, message: str, errno: int | None = None) -> None:
         super().__init__(message)
         self.outcome = outcome
         self.code = EXIT[outcome][0]
+        self.errno = errno  # the exec's, for a caller whose own words depend on it (cli/queue.py)
 
 
 class Spec(Protocol):  # compiler.context.RunSpec (runtime does not import the compiler)
@@ -644,10 +645,10 @@ def _start(proc: Process, stdout, stderr, out_r, out_w, err_r, err_w, job, pendi
             proc.argv, env=proc.env, stdin=subprocess.DEVNULL, stdout=out_w, stderr=err_w,
             umask=proc.umask, start_new_session=True, preexec_fn=_child_setup(proc, failed_w),
             close_fds=True)
-    except FileNotFoundError as e:
-        raise RunError("exec", f"cannot run {proc.argv[0]}: {e.strerror}") from None
-    except PermissionError as e:
-        raise RunError("exec", f"cannot run {proc.argv[0]}: {e.strerror}") from None
+    except OSError as e:
+        # Gone, not executable, or (E2BIG) its argv and environment past what execve(2)
+        # takes: systemd's 203/EXEC for each. E2BIG was an internal error.
+        raise RunError("exec", f"cannot run {proc.argv[0]}: {e.strerror}", e.errno) from None
     except subprocess.SubprocessError:
         os.close(failed_w)
         failed_w = -1

@@ -22,6 +22,7 @@ from collections import namedtuple
 from collections.abc import Callable, Mapping
 
 from jobgen.contract import locks
+from jobgen.contract.oneline import one_line
 
 # The scheme table, name rules, ${VAR} pattern and URL checks are the lock contract,
 # shared with `jobgen check`: jobgen.contract.locks.
@@ -153,6 +154,30 @@ def parse_url(url: str, env: Mapping[str, str]) -> Target:
         path=expand(raw.path, env),
         query=query,
     )
+
+
+# A password file is read up to this: systemd's limit for a credential (LoadCredential=, how
+# such a file usually arrives; runtime/run.py CREDENTIAL_SIZE_MAX). Past it, it is not a
+# password file (--password-file /dev/zero was read until memory ran out).
+PASSWORD_FILE_MAX = 1024 * 1024
+
+
+def read_password(path_text: str, env: Mapping[str, str]) -> str:
+    """The password in --password-file ``path_text`` (${VAR} expanded), without its line
+    break, for `jobgen lock` and the queue commands alike; ConfigError when the file cannot
+    be read, is bigger than PASSWORD_FILE_MAX, or is not UTF-8 text (a URL is text)."""
+    path = expand(path_text, env)
+    try:
+        with open(path, "rb") as f:
+            data = f.read(PASSWORD_FILE_MAX + 1)
+    except OSError as e:
+        raise ConfigError(f"password file {one_line(path)}: {e.strerror}") from None
+    if len(data) > PASSWORD_FILE_MAX:
+        raise ConfigError(f"password file {one_line(path)}: more than {PASSWORD_FILE_MAX} bytes, not a password")
+    try:
+        return data.decode("utf-8").rstrip("\r\n")
+    except UnicodeDecodeError:
+        raise ConfigError(f"password file {one_line(path)}: not UTF-8 text") from None
 
 
 def with_password(target: Target, password: str) -> Target:

@@ -71,6 +71,14 @@ def _positive(text: str) -> int:
     return int(text)
 
 
+def _connect_timeout(text: str) -> float:
+    # `jobgen lock`'s rule (a finite number > 0), loaded only when the option is given: the
+    # host form, on every trigger, does not pay for the holder's modules.
+    from jobgen.runtime.lock import CONNECT_TIMEOUT
+
+    return CONNECT_TIMEOUT(text)
+
+
 def _parser(verb: str) -> _Parser:
     p = _Parser(prog=f"jobgen {verb}", exit_on_error=False)
     store = p.add_mutually_exclusive_group(required=True)
@@ -78,7 +86,7 @@ def _parser(verb: str) -> _Parser:
     store.add_argument("--backend", metavar="URL", help="cluster scope: the job's lock server (${VAR} expanded)")
     p.add_argument("--name", help="cluster scope: the queue's name (the job's lock name)")
     p.add_argument("--password-file", metavar="PATH")
-    p.add_argument("--connect-timeout", type=float, default=5.0, metavar="SECONDS")
+    p.add_argument("--connect-timeout", type=_connect_timeout, default=5.0, metavar="SECONDS")
     p.add_argument("--job", required=True, help="job name, for journal lines")
     p.add_argument("--max-pending", type=_positive, default=100, metavar="N")
     p.add_argument("--on-full", choices=ON_FULL, default=REJECT)
@@ -123,8 +131,7 @@ def open_store(args: argparse.Namespace):
     env = dict(os.environ)
     target = backends.parse_url(args.backend, env)
     if args.password_file:
-        with open(backends.expand(args.password_file, env), encoding="utf-8") as fh:
-            target = backends.with_password(target, fh.read().rstrip("\n"))
+        target = backends.with_password(target, backends.read_password(args.password_file, env))
     opts = backends.Options(wait=0.0, ttl=60.0, connect_timeout=args.connect_timeout)
     return open_queue(target, args.name, Limits(args.max_pending, args.on_full, args.max_attempts), opts)
 

@@ -15,10 +15,11 @@ Promises (README "overlap: queue"):
   folder fsync'd, so a crash or power loss after `enqueued` keeps it; a write error means
   "not enqueued" (OSError to the caller), never a partial request.
 - No spool content stops the queue: a file in pending/, running/ or failed/ that is not a
-  request jobgen wrote completely (truncated, not JSON, the wrong shape or types, a name
-  that is not its own id, not a regular file, a symlink, another owner than the spool's,
-  bigger than MAX_REQUEST_BYTES) is moved to malformed/ unread-as-work, reported once
-  (``report``), and the requests around it go on.
+  request jobgen wrote completely (truncated, not JSON, the wrong shape or types, a word
+  no command line can hold, a number out of range, a name that is not its own id, not a
+  regular file, a symlink, another owner than the spool's, bigger than MAX_REQUEST_BYTES)
+  is moved to malformed/ unread-as-work, reported once (``report``), and the requests
+  around it go on.
 - Arrival order: numbers come from ``seq`` under the enqueue lock, and never at or below a
   request's name on disk, so concurrent enqueuers on the host never share a number and a
   name's order is the order the requests were accepted.
@@ -62,6 +63,10 @@ _FIELDS: dict[str, tuple[type, ...]] = {
     "id": (str,), "args": (list,), "enqueued_usec": (int,), "attempts": (int,),
     "last_status": (int, type(None)), "by": (str,),
 }
+# The numbers a request may hold (a range each): what jobgen writes, no more. A planted
+# number of thousands of digits read fine, then could not be written back (Python's int to
+# text limit, 4,300 digits) and failed every drain; a status is an exit status.
+_NUMBERS = {"attempts": range(0, 1 << 63), "enqueued_usec": range(0, 1 << 63), "last_status": range(0, 256)}
 
 
 class QueueFull(Exception):
@@ -124,13 +129,30 @@ class Request:
                 raise Malformed(f"no '{key}'")
             if not isinstance(doc[key], types) or isinstance(doc[key], bool):
                 raise Malformed(f"'{key}' is {type(doc[key]).__name__}, not {' or '.join(t.__name__ for t in types)}")
+        if unknown := sorted(set(doc) - set(_FIELDS)):
+            raise Malformed(f"{str(unknown[0])[:40]!r} is not a field of a request")
         if not all(isinstance(a, str) for a in doc["args"]):
             raise Malformed("'args' holds something other than strings")
-        if doc["attempts"] < 0 or doc["enqueued_usec"] < 0:
-            raise Malformed("a negative counter")
+        for key, words in (("args", doc["args"]), ("by", [doc["by"]])):
+            if problem := next(filter(None, map(_not_a_word, words)), None):
+                raise Malformed(f"'{key}' holds {problem}, which no command line can")
+        for key, allowed in _NUMBERS.items():
+            if doc[key] is not None and doc[key] not in allowed:
+                raise Malformed(f"'{key}' is out of range ({allowed.start} to {allowed.stop - 1})")
         if f"{doc['id']}{_SUFFIX}" != name:
             raise Malformed(f"its id {str(doc['id'])[:40]!r} is not its file name")
         return cls(doc["id"], tuple(doc["args"]), doc["enqueued_usec"], doc["attempts"], doc["last_status"], state, doc["by"])
+
+
+def _not_a_word(text: str) -> str | None:
+    """Why ``text`` cannot be one word of a command line, or None. exec(2) takes each word
+    as NUL-terminated bytes, made as subprocess makes them (os.fsencode): a planted NUL or a
+    lone surrogate (a character that is no byte) failed every drain with a traceback."""
+    try:
+        data = os.fsencode(text)
+    except UnicodeEncodeError:
+        return "a lone surrogate (a character that is no byte)"
+    return "a NUL character" if b"\0" in data else None
 
 
 @dataclass(frozen=True)
@@ -196,7 +218,7 @@ class Spool:
             probe = Request(id="0" * _SEQ_WIDTH + "-00000000", args=tuple(args), by=by)
             if len(probe.to_bytes()) > MAX_REQUEST_BYTES - 64:
                 raise TooBig(f"the arguments make a request of {len(probe.to_bytes())} bytes; at most {MAX_REQUEST_BYTES - 64}")
-            seq = self._next_seq()
+            seq = self._next_seq(pending)
             req = Request(
                 id=f"{seq:0{_SEQ_WIDTH}d}-{secrets.token_hex(4)}",
                 args=tuple(args),
@@ -227,7 +249,7 @@ class Spool:
         finally:
             os.close(fd)
 
-    def _next_seq(self) -> int:
+    def _next_seq(self, pending: list[Request]) -> int:
         path = self.root / "seq"
         try:
             fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK | os.O_CLOEXEC)
@@ -244,24 +266,30 @@ class Spool:
             last = 0
         # Never at or below a request on disk, whatever the counter says: one emptied, or
         # put back from an older copy, numbered new requests before waiting ones (they
-        # would have run first). Names only: no request file is read for this.
-        seq = max(last, self._highest_on_disk()) + 1
+        # would have run first). ``pending`` is what enqueue has just read of pending/.
+        seq = max(last, *(int(r.id[:_SEQ_WIDTH]) for r in pending), *map(self._highest_in, (RUNNING, FAILED))) + 1
         if seq >= 10**_SEQ_WIDTH:  # only a planted name gets here: refuse, never misname
             raise OSError(errno.EOVERFLOW, f"no request number left after {seq - 1}", str(path))
         self._atomic_write(path, f"{seq}\n".encode())
         return seq
 
-    def _highest_on_disk(self) -> int:
-        highest = 0
-        for state in STATES:
+    def _highest_in(self, state: str) -> int:
+        """The number of the highest request in ``state``. Only the names that decide it are
+        read, from the highest down: a file with a request's name that is not a request (a
+        planted failed/99999999999999999999-deadbeef.json) is set aside as anywhere else,
+        never the number every later enqueue is refused for."""
+        try:
+            names = os.listdir(self.folder(state))
+        except FileNotFoundError:
+            return 0
+        for name in sorted(filter(_is_request_name, names), reverse=True):
             try:
-                names = os.listdir(self.folder(state))
-            except FileNotFoundError:
+                return int(self._read(state, name).id[:_SEQ_WIDTH])
+            except FileNotFoundError:  # drained, dropped or set aside by another process meanwhile
                 continue
-            for name in names:
-                if name.endswith(_SUFFIX) and REQUEST_ID.fullmatch(name[: -len(_SUFFIX)]):
-                    highest = max(highest, int(name[:_SEQ_WIDTH]))
-        return highest
+            except Malformed as bad:
+                self._set_aside(state, name, str(bad))
+        return 0
 
     def _write_new(self, state: str, req: Request) -> None:
         tmp = self.root / TMP / f"{req.id}{_SUFFIX}"
@@ -307,7 +335,7 @@ class Spool:
     def _inspect(self, path: Path, name: str, state: str) -> Request:
         """The request in ``path`` (named ``name``), or Malformed; nothing is followed,
         opened beyond a regular file, or read past MAX_REQUEST_BYTES."""
-        if not (name.endswith(_SUFFIX) and REQUEST_ID.fullmatch(name[: -len(_SUFFIX)])):
+        if not _is_request_name(name):
             raise Malformed("its name is not a request id (SEQ-HEX.json)")
         st = os.lstat(path)
         if stat.S_ISLNK(st.st_mode):
@@ -479,6 +507,10 @@ class Spool:
                 os.unlink(tmp)
             raise
         _fsync_dir(path.parent)
+
+
+def _is_request_name(name: str) -> bool:
+    return name.endswith(_SUFFIX) and REQUEST_ID.fullmatch(name[: -len(_SUFFIX)]) is not None
 
 
 def _with(req: Request, **changes) -> Request:
