@@ -606,3 +606,63 @@ def test_a_manifest_name_with_a_line_break_is_one_line_per_problem(tmp_path: Pat
         f"jobgen-generator: {src}/a\\nb.yaml skipped: none of its units were generated; fix it, then `systemctl daemon-reload`",
     ]
     assert sorted(p for p in tree(out) if p.endswith(".timer") and "/" not in p) == ["good.timer"]
+
+
+# What can stall a boot or hide a manifest without a word, found by feeding the generator
+# what an attacker with a folder, or a broken console, would.
+NEEDS_NAMESPACES = pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None,
+                                      reason="binds over /dev/kmsg in a private mount namespace: needs root and unshare")
+
+
+@NEEDS_NAMESPACES
+def test_a_fifo_where_dev_kmsg_belongs_never_holds_the_boot(tmp_path: Path) -> None:
+    # Run by systemd ($SYSTEMD_EXEC_PID is its pid), the generator opens /dev/kmsg for its
+    # lines: open(2) of a FIFO there waited for a reader, before the run's deadline was set.
+    fifo = tmp_path / "kmsg"
+    os.mkfifo(fifo)
+    src = manifests(tmp_path / "etc", **{"a.yaml": job("a")})
+    out = tmp_path / "normal"
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        'mount --bind "$0" /dev/kmsg && exec env SYSTEMD_EXEC_PID=$$ "$@"', str(fifo),
+                        str(GENERATOR), str(out), str(tmp_path / "early"), str(tmp_path / "late")],
+                       capture_output=True, text=True, timeout=120,
+                       env={"PATH": os.environ["PATH"], "JOBGEN_MANIFEST_DIRS": str(src),
+                            "JOBGEN_GENERATOR_CACHE": str(tmp_path / "cache")})
+    assert (r.returncode, r.stderr) == (0, "")
+    assert (out / "a.timer").exists()
+
+
+def test_a_mask_linked_into_a_folder_others_can_write_is_refused_not_obeyed(tmp_path: Path) -> None:
+    # /etc's a.yaml, a link to an empty file in a folder anyone can write, hid the vendor's
+    # a.yaml without a word: anyone could switch the job off. It is refused as a manifest
+    # linked there is, and the vendor's is not masked by it.
+    vendor = manifests(tmp_path / "usr", **{"a.yaml": job("a")})
+    etc = tmp_path / "etc"
+    etc.mkdir()
+    open_folder = tmp_path / "ww"
+    open_folder.mkdir()
+    open_folder.chmod(0o777)
+    (open_folder / "a.yaml").write_text("")
+    (etc / "a.yaml").symlink_to(open_folder / "a.yaml")
+    r, out = run_generator(tmp_path, etc, vendor)
+    assert r.returncode == 0
+    assert r.stderr.splitlines() == [
+        f"jobgen-generator: {etc}/a.yaml skipped: it is a link into {open_folder}, and {open_folder} can be written by "
+        "others (mode 0777): whoever can change that folder could replace or mask its manifests (chown root; chmod "
+        "go-w); none of its units were generated; fix it, then `systemctl daemon-reload`"]
+    assert not (out / "a.timer").exists()
+
+
+def test_a_console_that_cannot_take_a_line_costs_the_line_not_the_units(tmp_path: Path) -> None:
+    # stderr on a full device (a dead console at boot): the print of the first refusal
+    # raised, and no manifest's units were written.
+    src = manifests(tmp_path / "etc", **{"a.yaml": job("a"), "b.yaml": job("b")})
+    (src / "b.yaml").chmod(0o666)
+    out = tmp_path / "normal"
+    with open("/dev/full", "w") as full:
+        r = subprocess.run([str(GENERATOR), str(out), str(tmp_path / "early"), str(tmp_path / "late")],
+                           stdout=subprocess.PIPE, stderr=full, text=True, timeout=120,
+                           env={"PATH": os.environ["PATH"], "JOBGEN_MANIFEST_DIRS": str(src),
+                                "JOBGEN_GENERATOR_CACHE": str(tmp_path / "cache")})
+    assert r.returncode == 0
+    assert (out / "a.timer").exists() and not (out / "b.timer").exists()

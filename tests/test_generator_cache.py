@@ -501,3 +501,46 @@ def test_the_installed_library_is_found_as_glob_finds_it(tmp_path: Path) -> None
     pattern = f"{tmp_path}/usr/lib/*/systemd/libsystemd-shared-*.so"
     assert machine._expand(pattern) == sorted(glob.glob(pattern))
     assert machine.running_systemd(str(tmp_path / "no-maps"), (pattern,)) == (257, pattern)
+
+
+# --------------------------------------------------------------------------- a hit that cannot be written
+
+def test_a_hit_through_a_link_out_of_the_output_folder_is_refused_as_a_miss_refuses_it(tmp_path: Path) -> None:
+    # A miss refuses a folder of its output that leads elsewhere (compiler/write.check_folder);
+    # the hit wrote through it.
+    src = folder_with(tmp_path, **{"a.yaml": job("a")})
+    assert generate(tmp_path, src).returncode == 0 and entries(tmp_path)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    out = tmp_path / "normal"
+    argv = [str(out), str(tmp_path / "early"), str(tmp_path / "late")]
+    shutil.rmtree(out)
+    out.mkdir()
+    (out / "jobgen").symlink_to(elsewhere)
+    r = subprocess.run([str(GENERATOR), *argv], capture_output=True, text=True, timeout=300,
+                       env={"PATH": os.environ["PATH"], "JOBGEN_MANIFEST_DIRS": str(src),
+                            "JOBGEN_GENERATOR_CACHE": str(cache_dir(tmp_path))})
+    assert (r.returncode, r.stderr) == (1, f"jobgen-generator: cannot write into {out}: cannot write {out}/jobgen: it leads "
+                                           "out of the output folder\n")
+    assert list(elsewhere.iterdir()) == [] and sorted(p.name for p in out.iterdir()) == ["jobgen"]
+
+
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("unshare") is None, reason="mounts a tmpfs: needs root and unshare")
+def test_a_hit_on_a_full_output_folder_leaves_nothing_as_a_miss_leaves_nothing(tmp_path: Path) -> None:
+    # A 16 KiB tmpfs: the hit left a temporary file and the first jobs' units behind.
+    src = folder_with(tmp_path, **{"a.yaml": "jobgen: 1\ntarget: {systemd: '252'}\njobs:\n" + "".join(
+        f"  job-{i}:\n    command: [/bin/true]\n    schedule: '*:0/5'\n" for i in range(1, 21))})
+    assert generate(tmp_path, src).returncode == 0 and entries(tmp_path)
+    out = tmp_path / "normal"
+    shutil.rmtree(out)
+    out.mkdir()
+    r = subprocess.run(["unshare", "--mount", "--propagation", "private", "sh", "-c",
+                        'mount -t tmpfs -o size=16k jobgen-test "$0" && "$@"; code=$?; ls -A "$0"; exit $code', str(out),
+                        str(GENERATOR), str(out), str(tmp_path / "early"), str(tmp_path / "late")],
+                       capture_output=True, text=True, timeout=300,
+                       env={"PATH": os.environ["PATH"], "JOBGEN_MANIFEST_DIRS": str(src),
+                            "JOBGEN_GENERATOR_CACHE": str(cache_dir(tmp_path))})
+    assert r.returncode == 1
+    assert re.fullmatch(rf"jobgen-generator: cannot write into {out}: cannot write {out}/job-\d+\.\w+: No space left on "
+                        r"device\n", r.stderr), r.stderr
+    assert r.stdout == ""  # `ls -A` of the output folder: nothing left

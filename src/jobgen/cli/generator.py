@@ -74,7 +74,9 @@ class Log:
         if not _run_by_systemd(env):
             return
         try:
-            self.kmsg = os.open(KMSG, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC)
+            # O_NONBLOCK: open(2) of a FIFO in /dev/kmsg's place waits for a reader, before
+            # the run's deadline is even set; a generator must never stall the boot.
+            self.kmsg = os.open(KMSG, os.O_WRONLY | os.O_NOCTTY | os.O_CLOEXEC | os.O_NONBLOCK)
         except OSError:
             self.journal = _journal_socket()
             if self.journal is None:
@@ -85,7 +87,18 @@ class Log:
             # One problem, one journal line: a file name with a newline (/etc/jobgen/a<LF>b.yaml)
             # or another control character is shown escaped, never split or sent to the terminal.
             text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
-        print(text, file=sys.stderr, flush=True)
+        try:
+            print(text, file=sys.stderr, flush=True)
+        except (OSError, ValueError, AttributeError):
+            # A console that cannot take the line (full, gone, closed: sys.stderr None) costs
+            # the line, never the units of every other manifest; what stderr still buffers
+            # goes to /dev/null, not into an error at exit (status 120), as cli/__init__._say.
+            try:
+                null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
+                os.dup2(null, sys.stderr.fileno())
+                os.close(null)
+            except (OSError, ValueError, AttributeError):
+                pass
         if self.undelivered is not None:
             self.undelivered.append((PRIORITY[severity], text))
         if self.kmsg is not None:
@@ -158,7 +171,8 @@ def run(argv: list[str], env: dict[str, str]) -> int:
             gencache.write(normal, entry)
             cache.write_keeper(normal)
         except OSError as exc:
-            log("error", f"{IDENT}: cannot write into {normal}: {exc}")
+            said = f"cannot write {exc.filename}: {exc.strerror}" if exc.filename and exc.strerror else exc
+            log("error", f"{IDENT}: cannot write into {normal}: {said}")
             return EXIT_CANNOT_WRITE
         for severity, text in entry.lines:
             log(severity, text)

@@ -54,6 +54,7 @@ first, are removed through the folder's descriptor (unlinkat: never through a li
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import os
 import stat
@@ -409,29 +410,17 @@ def write(normal: str, entry: Entry) -> None:
     """The entry's files and links into the output folder as host/generator.py write()
     leaves them: files 0644 whatever the umask, renamed into place from a temporary name,
     their folders 0755; .wants/ folders as mkdir makes them. No fsync: systemd's output
-    folders are on /run, a tmpfs it empties before every run. Raises OSError."""
-    made: set[str] = set()
-    token = os.urandom(4).hex()
-    umask = os.umask(0o022)
-    os.umask(umask)
-    for n, (rel, data) in enumerate(entry.files.items()):
-        parent = os.path.join(normal, rel.rpartition("/")[0]) if "/" in rel else normal
-        if parent not in made:
-            _make_dir(parent)
-            made.add(parent)
-        # A short fixed-length name of its own (not write.py's, whose recovery a folder
-        # systemd empties before every run never needs): never longer than a unit name.
-        tmp = os.path.join(parent, f".gencache.{token}{n:x}")
-        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
-        try:
-            if FILE_MODE & umask:  # systemd runs generators with umask 022: no call
-                os.fchmod(fd, FILE_MODE)
-            view = memoryview(data)
-            while view:
-                view = view[os.write(fd, view):]
-        finally:
-            os.close(fd)
-        os.replace(tmp, os.path.join(normal, rel))
+    folders are on /run, a tmpfs it empties before every run. Raises OSError, and then
+    leaves none of the entry's files (a full /run: as a miss, not half a manifest's units)."""
+    written: list[str] = []
+    try:
+        _write_files(normal, entry, written)
+    except OSError:
+        for path in written:
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+        raise
+    made = {os.path.dirname(path) for path in written}
     for rel, target in entry.links.items():
         path = os.path.join(normal, rel)
         folder = os.path.dirname(path)
@@ -445,6 +434,45 @@ def write(normal: str, entry: Entry) -> None:
                 continue
             os.unlink(path)
             os.symlink(target, path)
+
+
+def _write_files(normal: str, entry: Entry, written: list[str]) -> None:
+    """entry.files into NORMAL; each path written (temporary or final) is in WRITTEN as soon
+    as it exists, for write() to remove on failure."""
+    made: set[str] = set()
+    token = os.urandom(4).hex()
+    umask = os.umask(0o022)
+    os.umask(umask)
+    real_normal = os.path.realpath(normal)
+    for n, (rel, data) in enumerate(entry.files.items()):
+        parent = os.path.join(normal, rel.rpartition("/")[0]) if "/" in rel else normal
+        if parent not in made:
+            _make_dir(parent)
+            # A folder that is a link out of the output folder is refused, as a miss refuses
+            # it (compiler/write.check_folder): a hit never writes anywhere else.
+            real = os.path.realpath(parent)
+            if real != real_normal and not real.startswith(real_normal.rstrip("/") + "/"):
+                raise OSError(errno.ELOOP, "it leads out of the output folder", parent)
+            made.add(parent)
+        # A short fixed-length name of its own (not write.py's, whose recovery a folder
+        # systemd empties before every run never needs): never longer than a unit name.
+        tmp = os.path.join(parent, f".gencache.{token}{n:x}")
+        final = os.path.join(normal, rel)
+        try:
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, FILE_MODE)
+            written.append(tmp)
+            try:
+                if FILE_MODE & umask:  # systemd runs generators with umask 022: no call
+                    os.fchmod(fd, FILE_MODE)
+                view = memoryview(data)
+                while view:
+                    view = view[os.write(fd, view):]
+            finally:
+                os.close(fd)
+            os.replace(tmp, final)
+        except OSError as exc:  # named by the file, as a miss names it (os.write names none)
+            raise OSError(exc.errno, exc.strerror, final) from None
+        written[-1] = final
 
 
 def _make_dir(path: str) -> None:

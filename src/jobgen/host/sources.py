@@ -45,10 +45,19 @@ def _masked(path: str) -> bool:
     # systemd's convention for masking a vendor file: an empty file or a link to /dev/null.
     # A FIFO or a device also has size 0, but masks nothing: untrusted() names it.
     try:
-        if os.path.realpath(path) == os.devnull:
+        if _links_to_null(path):
             return True
         st = os.stat(path)
         return st.st_size == 0 and (st.st_mode & 0o170000) == 0o100000  # S_ISREG, without importing stat
+    except OSError:
+        return False
+
+
+def _links_to_null(path: str) -> bool:
+    """A link whose own target is /dev/null. Not realpath(): a link into a folder others can
+    write, whose file there is a link to /dev/null, is anyone's mask."""
+    try:
+        return os.readlink(path) == os.devnull
     except OSError:
         return False
 
@@ -115,10 +124,15 @@ def choose(dirs: tuple[str, ...]) -> tuple[list[str], list[tuple[str, str]]]:
         if folder not in folders:
             folders[folder] = untrusted_folder(folder)
         why = folders[folder]
+        if why is None and _links_to_null(path):
+            continue  # the administrator's mask, in a folder only root writes
         if why is None:
-            if _masked(path):
-                continue
+            # An empty file masks only when it passes the rule a manifest does: root's, no
+            # one else can write it, and a link's target folders too. A link into a folder
+            # anyone can write made its empty file anyone's mask, silently obeyed.
             why = untrusted(path)
+            if why is None and _masked(path):
+                continue
         if why is None:
             chosen.append(path)
         else:
