@@ -672,20 +672,27 @@ def test_closed_or_full_output_still_runs_the_job_and_exits_with_its_status(work
     assert r.stdout == (out or "") and r.stderr == (err or "")
 
 
-@pytest.mark.parametrize("source", ["big", "/dev/zero"])
-def test_a_credential_larger_than_systemds_limit_is_243_and_not_read_to_its_end(workdir, source):
+@pytest.mark.parametrize("source, why", [
+    ("big", "larger than 1024 KiB, systemd's limit for a credential"),
+    ("/dev/zero", "not a regular file"),
+    # open(2) of a FIFO waited for a writer, with Ctrl-C and SIGTERM only queued: a hang.
+    ("fifo", "not a regular file"),
+])
+def test_a_credential_larger_than_systemds_limit_is_243_and_not_read_to_its_end(workdir, source, why):
     """systemd reads at most 1 MiB of a LoadCredential= file and fails the unit (243);
     jobgen run did read the whole file, and /dev/zero until memory ran out."""
     if source == "big":
         source = str(workdir / "big")
         with open(source, "wb") as f:
             f.truncate(runtime.CREDENTIAL_SIZE_MAX + 1)
+    elif source == "fifo":
+        source = str(workdir / "fifo")
+        os.mkfifo(source)
     spec = RunSpec(("/bin/true",), credentials=(("lockpw", source),))
     with pytest.raises(runtime.RunError) as raised:
         runtime.execute(runtime.build(spec, defaults=runtime.ManagerDefaults(1_000_000, {})), None, None)
     assert raised.value.code == 243
-    assert str(raised.value) == (f"credential {source}: larger than 1024 KiB, systemd's limit for a credential "
-                                 "(the unit would fail with status 243/CREDENTIALS)")
+    assert str(raised.value) == f"credential {source}: {why} (the unit would fail with status 243/CREDENTIALS)"
 
 
 def test_an_environment_file_larger_than_systemds_limit_fails_unless_optional(workdir):

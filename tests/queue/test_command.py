@@ -180,10 +180,16 @@ CLUSTER = ["--backend", "redis://127.0.0.1:1/0", "--name", "x", "--job", "j"]
 
 @pytest.mark.parametrize("file, why", [
     ("latin-1", "not UTF-8 text"),
-    ("/dev/zero", "more than 1048576 bytes, not a password"),  # tmp_path / "/dev/zero" is /dev/zero
+    ("huge", "more than 1048576 bytes, not a password"),
+    ("/dev/zero", "not a regular file"),  # tmp_path / "/dev/zero" is /dev/zero
+    # open(2) of a FIFO waits for a writer: the holder, which only records SIGTERM until it
+    # runs the command, hung through `systemctl stop`.
+    ("fifo", "not a regular file"),
 ])
 def test_a_password_file_that_holds_no_password_is_one_line_as_for_the_lock_holder(tmp_path, file, why):
     (tmp_path / "latin-1").write_bytes(b"caf\xe9\n")
+    (tmp_path / "huge").write_bytes(b"x" * (1024 * 1024 + 1))
+    os.mkfifo(tmp_path / "fifo")
     path = tmp_path / file
     for verb in ("enqueue", "queue"):
         r = jobgen(verb, *CLUSTER, "--password-file", str(path))
@@ -192,9 +198,13 @@ def test_a_password_file_that_holds_no_password_is_one_line_as_for_the_lock_hold
     assert (held.returncode, held.stderr) == (78, f"jobgen-lock[j]: config-error name=x password file {path}: {why} exit=78\n")
 
 
-@pytest.mark.parametrize("seconds", ["nan", "-5"])
-def test_a_connect_timeout_that_is_no_time_is_a_usage_error_as_for_the_lock_holder(seconds):
-    why = f"argument --connect-timeout: '{seconds}': must be > 0 seconds"
+@pytest.mark.parametrize("seconds, rule", [
+    ("nan", "must be > 0 seconds"), ("-5", "must be > 0 seconds"),
+    # A bound on each round trip; the clients' socket timeouts overflowed (exit 70).
+    ("1e10", "must be at most 3600 seconds"),
+])
+def test_a_connect_timeout_that_is_no_time_is_a_usage_error_as_for_the_lock_holder(seconds, rule):
+    why = f"argument --connect-timeout: '{seconds}': {rule}"
     for verb in ("enqueue", "drain", "queue"):
         r = jobgen(verb, *CLUSTER, "--connect-timeout", seconds, "--", "/bin/true")
         assert (r.returncode, r.stdout, r.stderr) == (64, "", f"jobgen {verb}: usage error: {why}\n")

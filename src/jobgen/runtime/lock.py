@@ -125,7 +125,7 @@ class _Parser(argparse.ArgumentParser):
         raise _HelpShown()
 
 
-def _seconds(minimum: float, inclusive: bool = True):
+def _seconds(minimum: float, inclusive: bool = True, maximum: float | None = None):
     def conv(text: str) -> float:
         try:
             value = float(text)
@@ -134,13 +134,17 @@ def _seconds(minimum: float, inclusive: bool = True):
         if not math.isfinite(value) or value < minimum or (not inclusive and value == minimum):
             op = ">=" if inclusive else ">"
             raise argparse.ArgumentTypeError(f"{text!r}: must be {op} {minimum:g} seconds")
+        if maximum is not None and value > maximum:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be at most {maximum:g} seconds")
         return value
 
     return conv
 
 
 # --connect-timeout's rule, for the queue commands' cluster form too (runtime/queue/command.py).
-CONNECT_TIMEOUT = _seconds(0, inclusive=False)
+# At most an hour: it bounds each round trip to the server, and the client libraries' socket
+# timeouts overflow near 1e10 s (an internal error, exit 70, before the bound).
+CONNECT_TIMEOUT = _seconds(0, inclusive=False, maximum=3600)
 
 
 def _lock_name(text: str) -> str:

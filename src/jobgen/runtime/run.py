@@ -39,6 +39,7 @@ This module never prints or exits: cli/run.py does.
 
 from __future__ import annotations
 
+import errno
 import glob
 import grp
 import os
@@ -47,6 +48,7 @@ import re
 import resource
 import shutil
 import signal
+import stat
 import subprocess
 import tempfile
 import threading
@@ -616,7 +618,12 @@ def _credentials(proc: Process) -> str:
     folder = tempfile.mkdtemp(prefix="jobgen-credentials-", dir="/run" if os.access("/run", os.W_OK) else None)
     try:
         for name, source in proc.credentials:
-            with open(source, "rb") as f:
+            # O_NONBLOCK, then a regular file only: open(2) of a FIFO waits for a writer,
+            # and signals are only queued until the job runs: Ctrl-C did nothing.
+            fd = os.open(source, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+            with os.fdopen(fd, "rb") as f:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    raise OSError(errno.EINVAL, "not a regular file", source)
                 data = f.read(CREDENTIAL_SIZE_MAX + 1)
             if len(data) > CREDENTIAL_SIZE_MAX:
                 shutil.rmtree(folder, ignore_errors=True)
