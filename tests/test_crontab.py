@@ -326,10 +326,10 @@ def test_the_summary_counts_lines_not_problems(tmp_path):
 def test_a_crontab_on_standard_input_is_named_stdin():
     # `crontab -l | jobgen import-crontab -`: its jobs and its lines go by the name "stdin".
     result = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", "cronie", "-",
-                     input="@quarterly true\n@every 5m true\n")
+                     input="@monthly true\n@every 5m true\n")
     assert result.returncode == 1, result.stderr
     assert "  stdin-job-l1:\n" in result.stdout
-    assert 'schedule: "*-01/3-01 00:00:00"' in result.stdout
+    assert 'schedule: "*-*-01 00:00:00"' in result.stdout
     assert result.stderr.splitlines() == [
         "stdin:2: error: '@every' is not cron syntax (Go's cron libraries have it); for a run every SPAN write schedule: {every: SPAN}",
         "jobgen: 1 job imported; 1 line not translated",
@@ -406,6 +406,10 @@ def test_control_variables_become_timer_keys_or_notes_never_environment():
 def test_lines_that_cannot_be_translated_say_why():
     imported = _import("tricky", user="shop")
     assert [str(p) for p in sorted(imported.problems, key=lambda p: p.line)] == [
+        "line 21: '@quarterly' is systemd-cron's, not cron's: Debian's cron and cronie refuse the line (bad time "
+        "specifier), so it never ran here; not imported (for those runs write schedule: '*-01/3-01 00:00:00')",
+        "line 22: '@semiannually' is systemd-cron's, not cron's: Debian's cron and cronie refuse the line (bad time "
+        "specifier), so it never ran here; not imported (for those runs write schedule: '*-01,07-01 00:00:00')",
         "line 25: '0 0 31 2 *': cron never runs this line: no month it names has that day (a way to switch a line off); "
         "there is nothing to import",
         "line 26: '@every' is not cron syntax (Go's cron libraries have it); for a run every SPAN write schedule: {every: SPAN}",
@@ -418,7 +422,7 @@ def test_a_line_that_never_runs_is_reported_and_the_rest_written(tmp_path):
     assert r.returncode == 1, r.stderr
     assert (f"{CRONTABS / 'tricky'}:25: error: '0 0 31 2 *': cron never runs this line: no month it names has that day "
             "(a way to switch a line off); there is nothing to import") in r.stderr.splitlines()
-    assert r.stderr.splitlines()[-1] == "jobgen: 19 jobs imported; 2 lines not translated"
+    assert r.stderr.splitlines()[-1] == "jobgen: 17 jobs imported; 4 lines not translated"
     written = out.read_text()
     assert "# line 25 not imported: '0 0 31 2 *': cron never runs this line" in written
     assert not [name for name in yaml.safe_load(written)["jobs"] if "switched-off" in name]
@@ -495,7 +499,7 @@ def test_a_last_line_without_a_line_break_is_refused_as_cron_refuses_it(tmp_path
     r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", cron, str(src),
                 "-o", str(tmp_path / "m.yaml"))
     assert r.returncode == 1
-    assert (f"{src}:2: error: the last line has no line break at its end, and cron refuses a job line without one"
+    assert (f"{src}:2: error: the last line has no line break at its end, and cron refuses a line without one"
             in r.stderr.splitlines())
     assert r.stderr.splitlines()[-1] == summary
     assert list(yaml.safe_load((tmp_path / "m.yaml").read_text())["jobs"]) == jobs

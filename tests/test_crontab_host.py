@@ -826,26 +826,33 @@ def test_a_debian_image_keeps_debian_s_rule(image, tmp_path):
 # A line is the folder's runner (its scripts become jobs at its time) only when running the
 # folder is all it does: a guard in front, a pipe after, or run-parts' --list made the
 # folder's scripts jobs that ran unguarded, or at all, where cron ran them guarded or never.
-@pytest.mark.parametrize("line, command", [
+@pytest.mark.parametrize("line, command, runs", [
     ("25 6 * * * root [ -e /etc/maintenance-mode ] || run-parts --report /etc/cron.daily",
-     "[ -e /etc/maintenance-mode ] || run-parts --report /etc/cron.daily"),
+     "[ -e /etc/maintenance-mode ] || run-parts --report /etc/cron.daily", True),
+    ("25 6 * * * root run-parts --regex '^[a-z]+$' /etc/cron.daily", "run-parts --regex '^[a-z]+$' /etc/cron.daily", True),
+    # --list prints the names and runs none: no line ran the folder's scripts.
     ("25 6 * * * root run-parts --list /etc/cron.daily | mail -s scripts ops@example.com",
-     "run-parts --list /etc/cron.daily | mail -s scripts ops@example.com"),
-    ("25 6 * * * root run-parts --regex '^[a-z]+$' /etc/cron.daily", "run-parts --regex '^[a-z]+$' /etc/cron.daily"),
-], ids=["guard", "--list and a pipe", "--regex"])
-def test_a_line_that_does_more_than_run_a_folder_is_its_own_job(image, tmp_path, line, command):
+     "run-parts --list /etc/cron.daily | mail -s scripts ops@example.com", False),
+], ids=["guard", "--regex", "--list and a pipe"])
+def test_a_line_that_does_more_than_run_a_folder_is_its_own_job(image, tmp_path, line, command, runs):
     img, out = str(image), tmp_path / "out"
     _put(image, "etc/crontab", "SHELL=/bin/sh\n" + line + "\n")
     r = _jobgen("import-crontab", "--host", "--root", img, "-o", str(out))
-    assert r.returncode == 0, r.stdout
+    assert r.returncode == (0 if runs else 1), r.stdout
     lines = r.stdout.splitlines()
     assert f"{img}/etc/crontab:2: translated: crontab-cron-daily-l2 in crontab.yaml" in lines
-    for script in ("apt-compat", "dpkg"):
-        assert (f"{img}/etc/cron.daily/{script}: mapped: run by run-parts inside the command of {img}/etc/crontab:2, "
-                "which is imported as it is (its job runs the folder as cron did); not a job of its own") in lines
+    if runs:
+        for script in ("apt-compat", "dpkg"):
+            assert (f"{img}/etc/cron.daily/{script}: mapped: run by run-parts inside the command of {img}/etc/crontab:2, "
+                    "which is imported as it is (its job runs the folder as cron did); not a job of its own") in lines
+    else:
+        assert (f"{img}/etc/cron.daily: refused: no line of /etc/crontab, /etc/cron.d or a user crontab runs this folder, "
+                "so the host never ran its scripts: nothing imported (an import does not start scripts the host did not "
+                "run)") in lines
     assert not (out / "cron.daily.yaml").exists()
     job = _manifest_jobs(out, "crontab.yaml")["crontab-cron-daily-l2"]
     assert (job["command"], job["schedule"]) == (["/bin/sh", "-c", command], "*-*-* 06:25:00")
+
 
 # systemd-cron reads the same files by rules of its own (host/crontabs.SYSTEMD_CRON_LINES):
 # read by Debian's, the import was wrong without a word (a line naming both day fields ran
@@ -983,9 +990,24 @@ def test_a_crontab_with_a_second_hard_link_is_refused_as_cron_skips_it(image, tm
     lines = r.stdout.splitlines()
     for rel in ("etc/cron.d/e2scrub_all", "var/spool/cron/crontabs/shop"):
         assert (f"{img}/{rel}: refused: cron skips it: it has 2 hard links, and cron reads a crontab with one only "
-                "(cron: NUMBER OF HARD LINKS > 1)") in lines
+                "(cron: NUMBER OF HARD LINKS > 1; cronie: BAD LINK COUNT)") in lines
     assert r.returncode == 1
     assert sorted(p.name for p in (tmp_path / "out").iterdir()) == ["cron.daily.yaml"]  # /etc/crontab runs only the folders
+
+
+def test_cronie_checks_the_link_count_of_user_crontabs_only(rhel, tmp_path):
+    # cronie's check_open(): `if (pw && statbuf.st_nlink != 1)`, BAD LINK COUNT: pw is NULL for
+    # a system crontab, so a hard-linked /etc/cron.d file runs.
+    _put(rhel, "etc/passwd", f"root:x:0:0::/root:/bin/bash\nshop:x:{os.getuid()}:100::/home/shop:/bin/sh\n")
+    _put(rhel, "etc/cron.d/linked", "0 3 * * * root /usr/local/bin/report\n")
+    _put(rhel, "var/spool/cron/shop", "0 4 * * * /usr/local/bin/sync\n", 0o600)
+    os.link(rhel / "etc/cron.d/linked", rhel / "linked-copy")
+    os.link(rhel / "var/spool/cron/shop", rhel / "shop-copy")
+    r = _jobgen("import-crontab", "--host", "--root", str(rhel), "-o", str(tmp_path / "out"))
+    lines = r.stdout.splitlines()
+    assert f"{rhel}/etc/cron.d/linked:1: translated: linked-report-l1 in cron.d-linked.yaml" in lines
+    assert (f"{rhel}/var/spool/cron/shop: refused: cron skips it: it has 2 hard links, and cron reads a crontab with one "
+            "only (cron: NUMBER OF HARD LINKS > 1; cronie: BAD LINK COUNT)") in lines
 
 
 def test_cronie_skips_a_crontab_someone_may_execute(rhel, tmp_path):

@@ -52,6 +52,9 @@ NICKNAMES: dict[str, str] = {
     "@semiannually": "0 0 1 1,7 *",
     "@biannually": "0 0 1 1,7 *",
 }
+# Those of NICKNAMES that Vixie cron (Debian's) and cronie do not know (entry.c: "bad time
+# specifier"): a line with one never ran under them.
+SYSTEMD_CRON_NICKNAMES = ("@quarterly", "@semiannually", "@biannually")
 REBOOT = "@reboot"
 # What '@reboot' becomes, for `check`'s hint and `import-crontab` alike: a run once per boot,
 # a minute after it (systemd-cron's OnBootSec= for @reboot), when the host has settled.

@@ -96,6 +96,10 @@ class Flavour:
     # Debian's cron opens a user crontab with O_NOFOLLOW: one that is a symbolic link is not
     # read ("CAN'T OPEN"); crontab(1) writes them as regular files.
     spool_links: bool = True
+    # A system crontab with a second hard link is skipped by Debian's cron ("NUMBER OF HARD
+    # LINKS > 1"); cronie checks the link count of user crontabs only (check_open(): `if (pw
+    # && statbuf.st_nlink != 1)`, BAD LINK COUNT; pw is NULL for /etc/crontab and cron.d).
+    system_one_link: bool = True
     # A line cron refuses (a syntax error) makes it ignore the whole file: Debian's cron
     # ("Syntax error, this crontab file will be ignored", user.c load_user); cronie skips
     # the line alone (its load_user keeps the entries load_entry returns).
@@ -109,7 +113,7 @@ FLAVOURS: dict[str, Flavour] = {
     # cronie (RHEL, Fedora); cronie-anacron is started by cron's /etc/cron.hourly/0anacron.
     "cronie": Flavour("cronie", CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON, RHEL_RUN_PARTS_NAME, RHEL_RUN_PARTS_REASON, None,
                       CRONIE_SPOOL, CRONIE_CRON_D_NAME, CRONIE_CRON_D_REASON,
-                      acts_on=frozenset({"CRON_TZ", "RANDOM_DELAY"}), file_mode=(0o7533, 0o400)),
+                      acts_on=frozenset({"CRON_TZ", "RANDOM_DELAY"}), file_mode=(0o7533, 0o400), system_one_link=False),
 }
 DEFAULT_FLAVOUR = "debian"
 # Which flavour an image is, told first by its run-parts program, the one that applies the
@@ -182,6 +186,11 @@ class HostCron:
     def home(self, user: str) -> str | None:
         return self.homes.get(user)
 
+    def user(self, name: str) -> bool:
+        """Whether cron's getpwnam() finds NAME: in the root's /etc/passwd, or on this host
+        (ROOT /) through its name services too (LDAP, SSSD)."""
+        return name in self.users or (str(self.root) == "/" and _host_user(name))
+
     def folder(self, path: str) -> bool:
         """Whether PATH is a folder in the image (links resolved inside it, never out)."""
         try:
@@ -214,15 +223,15 @@ def _reason(exc: OSError) -> str:
 
 
 def _trusted(st: os.stat_result, owners: frozenset[int] | None, mode: int | None = None,
-             file_mode: tuple[int, int] | None = None) -> None:
+             file_mode: tuple[int, int] | None = None, one_link: bool = True) -> None:
     """cron's checks on a crontab it opened (cronie's check_open(), Debian's process_crontab()):
     a crontab anyone but its owner can write, one with another hard link, or one not owned
     by whom it runs as, is skipped ("INSECURE MODE", "BAD FILE MODE", "NUMBER OF HARD LINKS >
     1" or cronie's "BAD LINK COUNT", "WRONG FILE OWNER"). Imported, its lines would run jobs
     cron never ran, as root for a system crontab."""
-    if st.st_nlink != 1:  # a link elsewhere could change the crontab behind cron's back
+    if one_link and st.st_nlink != 1:  # a link elsewhere could change the crontab behind cron's back
         raise _Refused(f"cron skips it: it has {st.st_nlink} hard links, and cron reads a crontab with one only "
-                       "(cron: NUMBER OF HARD LINKS > 1)")
+                       "(cron: NUMBER OF HARD LINKS > 1; cronie: BAD LINK COUNT)")
     if file_mode is not None and st.st_mode & file_mode[0] != file_mode[1]:
         raise _Refused(f"cron skips it: mode {stat.S_IMODE(st.st_mode):04o}; cronie reads a crontab its owner reads and "
                        "no one executes, which no group or other writes (cron: BAD FILE MODE)")
@@ -246,7 +255,7 @@ def _system_owners(root: Path) -> frozenset[int]:
 
 
 def _read(root: Path, rel: str, owners: frozenset[int] | None = None, crontab: bool = False,
-          mode: int | None = None, file_mode: tuple[int, int] | None = None) -> str:
+          mode: int | None = None, file_mode: tuple[int, int] | None = None, one_link: bool = True) -> str:
     """A text file under the root, or _Refused with the one reason it cannot be read. A
     `crontab` is also held to cron's checks (_trusted), on the file read, a link's target."""
     real = _inside(root, rel)
@@ -260,7 +269,7 @@ def _read(root: Path, rel: str, owners: frozenset[int] | None = None, crontab: b
         if not stat.S_ISREG(st.st_mode):
             raise _Refused("not a regular file")
         if crontab:
-            _trusted(st, owners, mode, file_mode)
+            _trusted(st, owners, mode, file_mode, one_link)
         if st.st_size > MAX_BYTES:
             raise _Refused(f"{st.st_size} bytes, more than a crontab's {MAX_BYTES}: not read")
         data = os.read(fd, MAX_BYTES + 1)
@@ -301,7 +310,8 @@ def _file(root: Path, rel: str, out: HostCron, user: str | None = None, missing_
     if not os.path.lexists(root / rel) and missing_ok:
         return None
     try:
-        return Crontab(_shown(root, rel), rel, _read(root, rel, owners, crontab, mode, out.flavour.file_mode), user)
+        one_link = user is not None or out.flavour.system_one_link  # a user crontab, or a cron that checks all
+        return Crontab(_shown(root, rel), rel, _read(root, rel, owners, crontab, mode, out.flavour.file_mode, one_link), user)
     except _Refused as exc:
         out.unread.append(Unread(_shown(root, rel), str(exc)))
         return None
@@ -318,6 +328,16 @@ def _passwd(root: Path) -> dict[str, int]:
         if len(parts) >= 3 and parts[2].isdigit():
             users.setdefault(parts[0], int(parts[2]))
     return users
+
+
+def _host_user(name: str) -> bool:
+    import pwd
+
+    try:
+        pwd.getpwnam(name)
+    except (KeyError, UnicodeEncodeError, ValueError):
+        return False
+    return True
 
 
 def _homes(root: Path) -> dict[str, str]:

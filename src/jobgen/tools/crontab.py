@@ -165,15 +165,16 @@ class Context:
 
 def read(text: str, stem: str, *, system: bool, user: str | None = None,
          is_user: Callable[[str], bool] | None = None, acts_on: frozenset[str] = ACTS_ON_ALL,
-         whole_file: bool = False, users: frozenset[str] | None = None, context: Context | None = None) -> Imported:
+         whole_file: bool = False, users: Callable[[str], bool] | None = None, context: Context | None = None) -> Imported:
     """Every line of a crontab; `user` is the owner of a user crontab (None: unknown).
     `is_user`, given when the format was guessed from the file's name: whether a word names a
     user of the host, so that a copy of a system crontab read as a user crontab is caught.
     `acts_on`: which of SCHEDULING the cron that read it acts on (host/crontabs.Flavour:
     cronie all, Debian's cron none); any other is a variable of the jobs' environment.
     `whole_file`: that cron ignores the whole file when it refuses one line (Debian's cron;
-    Flavour.whole_file). `users`: the users of the host the crontab is read on, when known
-    (--host): a system crontab's line for a user that is not one is refused, as cron does.
+    Flavour.whole_file). `users`: whether a name is a user of the host the crontab is read on,
+    when that is known (--host): a system crontab's line for a user that is not one is refused,
+    as cron does.
     `context`: where cron ran each job (its working folder); None: not known."""
     out = Imported()
     env: dict[str, str] = {}
@@ -199,6 +200,12 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
             out.problems.append(Problem(number, f"the line is {len(raw.encode('utf-8', 'surrogatepass')):,} bytes long; "
                                         f"a command jobgen runs is at most {limits.COMMAND_BYTES:,} bytes"))
             continue
+        if number == last:  # text.split("\n")'s last piece: nothing after it, no line break
+            # Debian's cron: "Missing newline before EOF, this crontab file will be ignored" (a
+            # job or a variable line); cronie's entry.c: a job line without one is "rude", refused.
+            out.problems.append(Problem(number, "the last line has no line break at its end, and cron refuses a line "
+                                                "without one", by_cron=True))
+            continue
         # cron's load_env(): a line that is not a job (jobs start with a digit, '*' or '@')
         # and reads NAME=VALUE sets the environment of the jobs after it.
         setting = None if line[0] in "@*0123456789" else load_env(line)
@@ -206,7 +213,7 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
             # cron reads no variable from it and no job either: nothing it sets may be guessed.
             out.problems.append(Problem(number, f"cron does not read '{line}' as a variable (a quoted value must be "
                                         "closed, and only blanks may follow its closing quote) nor as a job: "
-                                        "it sets nothing in cron; rewrite it", by_cron=True))
+                                        "it sets nothing in cron; rewrite it"))
             continue
         if setting is not None:
             name, value = setting
@@ -259,12 +266,6 @@ def read(text: str, stem: str, *, system: bool, user: str | None = None,
             continue
         if zone_problem is not None and _split_line(raw, system) is not None:
             out.problems.append(Problem(number, zone_problem))
-            continue
-        if number == last and text and not text.endswith("\n"):
-            # Debian's cron: "Missing newline before EOF, this crontab file will be ignored";
-            # cronie's entry.c: a file without a '\n' before EOF is "rude", its last line refused.
-            out.problems.append(Problem(number, "the last line has no line break at its end, and cron refuses a job "
-                                                "line without one", by_cron=True))
             continue
         job = _job(number, raw, stem, system=system, user=user, zone=zone, shell=shell, env=env, out=out, users=users,
                    context=context)
@@ -409,7 +410,7 @@ def _split_line(raw: str, system: bool) -> tuple[str, str | None, str] | None:
 
 
 def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zone: str | None, shell: str,
-         env: dict[str, str], out: Imported, users: frozenset[str] | None = None,
+         env: dict[str, str], out: Imported, users: Callable[[str], bool] | None = None,
          context: Context | None = None) -> ImportedJob | None:
     split = _split_line(raw, system)
     if split is None:
@@ -417,18 +418,18 @@ def _job(number: int, raw: str, stem: str, *, system: bool, user: str | None, zo
         out.problems.append(Problem(number, f"expected {what}; got '{raw.strip(_BLANKS)}'", by_cron=True))
         return None
     when, owner, command_text = split
-    if not system and not when.startswith("@") and command_text.startswith("*"):
-        # cron's entry.c, after the fifth field: "check for premature EOL and catch a common
-        # typo" (`if (ch == '\n' || ch == '*')`, e_cmd): the line is refused, never run. Read
+    if not system and command_text.startswith("*"):
+        # cron's entry.c, after the fifth field or the @nickname: "check for premature EOL and
+        # catch a common typo" (`if (ch == '\n' || ch == '*')`, e_cmd): the line is refused. Read
         # as a command, the shell would expand the '*' and run the first name it finds.
         out.problems.append(Problem(number, f"the command starts with '*': cron refuses the line (a sixth time field? "
                                             f"cron has five); got '{raw.strip(_BLANKS)}'", by_cron=True))
         return None
     owner = owner or user
     if owner is not None and not USER_NAME.fullmatch(owner):
-        out.problems.append(Problem(number, f"'{owner}' is not a user name", by_cron=True))
+        out.problems.append(Problem(number, f"'{owner}' is not a user name"))  # jobgen's rule (names.USER_NAME), not cron's
         return None
-    if system and users is not None and owner not in users:  # entry.c: getpwnam() fails, "bad username"
+    if system and users is not None and owner != "root" and not users(owner):  # entry.c: getpwnam() fails
         out.problems.append(Problem(number, f"no user '{owner}' on this host: cron refuses the line (bad username)",
                                     by_cron=True))
         return None
@@ -542,9 +543,16 @@ def _schedule(number: int, when: str, zone: str | None, out: Imported) -> str | 
     if when.lower() in cron.FOREIGN_NICKNAMES:
         out.problems.append(Problem(number, cron.FOREIGN_NICKNAMES[when.lower()], by_cron=True))
         return None
+    known = [n for n in cron.NICKNAMES if n not in cron.SYSTEMD_CRON_NICKNAMES]
     if when.startswith("@") and when.lower() not in cron.NICKNAMES:
-        out.problems.append(Problem(number, f"unknown nickname '{when}' (cron knows {', '.join([*cron.NICKNAMES, cron.REBOOT])})",
+        out.problems.append(Problem(number, f"unknown nickname '{when}' (cron knows {', '.join([*known, cron.REBOOT])})",
                                     by_cron=True))
+        return None
+    if when.lower() in cron.SYSTEMD_CRON_NICKNAMES:
+        same = cron.to_calendar(cron.parse(cron.NICKNAMES[when.lower()]))[0]
+        out.problems.append(Problem(number, f"'{when}' is systemd-cron's, not cron's: Debian's cron and cronie refuse the "
+                                            f"line (bad time specifier), so it never ran here; not imported (for those "
+                                            f"runs write schedule: '{same}')", by_cron=True))
         return None
     try:
         parsed = cron.parse(when)

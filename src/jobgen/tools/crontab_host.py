@@ -55,6 +55,8 @@ _RUNNER = re.compile(rf"(?:test\s+-x\s+/usr/sbin/anacron\s*\|\|\s*(?:\(\s*{_BODY
                      rf"|\[\s+!\s+-f\s+/etc/cron\.hourly/0anacron\s+\]\s*&&\s*{_BODY}|{_BODY})")
 _ANACRON_GUARD = re.compile(r"test\s+-x\s+/usr/sbin/anacron\s*\|\|")
 _CD_ROOT = re.compile(r"(?:^|[({;|&]\s*)cd\s+/\s*&&")
+# run-parts(8) --list and --test print the names it would run and run none of them.
+_RUNS_NOTHING = re.compile(r"run-parts\s(?:[^;&|]*?\s)?--(?:list|test)\b")
 _REVIEW_ALWAYS = ("hardening: none and overlap: skip: cron ran these jobs without a sandbox and started a run "
                   "while the last one was still going (README: import-crontab)")
 
@@ -125,7 +127,7 @@ def import_host(cron, zone: str | None) -> HostImport:
         """Every line of a crontab that runs a folder is one of its runners, never a job itself."""
         for job in list(src.imported.jobs):
             if (period := runner_folder(job.command)) is None:
-                if (period := run_parts_folder(job.command)) is not None:
+                if (period := run_parts_folder(job.command)) is not None and not _RUNS_NOTHING.search(_text(job.command)):
                     within.setdefault(period, []).append(f"{src.path}:{job.line}")
                 continue
             src.imported.jobs.remove(job)
@@ -137,15 +139,18 @@ def import_host(cron, zone: str | None) -> HostImport:
     # The image's cron's rules, as every crontab of it is read.
     rules = {"acts_on": cron.flavour.acts_on, "whole_file": cron.flavour.whole_file,
              "context": tool.Context(cron.home, cron.folder)}
+    # Users are checked only where the root's /etc/passwd was read: without it, every line
+    # would be "bad username".
+    users = cron.user if cron.users else None
     if cron.crontab is not None:
         src = Source(cron.crontab.path, "crontab" + MANIFEST_SUFFIX, tool.read(cron.crontab.text, "crontab", system=True,
-                                                                                      **rules, users=cron.users))
+                                                                                      **rules, users=users))
         take(src, "/" + cron.crontab.rel)
         out.sources.append(src)
     for crontab in cron.cron_d:
         name = crontab.rel.rsplit("/", 1)[-1]
         src = Source(crontab.path, f"cron.d-{file_stem(name)}{MANIFEST_SUFFIX}", tool.read(crontab.text, name, system=True,
-                                                                                                   **rules, users=cron.users))
+                                                                                                   **rules, users=users))
         take(src, "/" + crontab.rel)
         out.sources.append(src)
     folders_at = len(out.sources)
