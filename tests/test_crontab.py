@@ -477,7 +477,7 @@ def test_a_crontab_saved_with_cr_lf_is_imported_with_a_note_of_what_cron_ran(tmp
     `backup.sh\\r`): the import drops it, and says once that those jobs most likely failed."""
     src = tmp_path / "shop"
     src.write_bytes(b"MAILTO=\"\"\r\n0 2 * * * /usr/local/bin/backup.sh\r\n0 3 * * * /usr/local/bin/other\r\n")
-    r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", str(src), "-o", str(tmp_path / "m.yaml"))
+    r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--zone", "UTC", "--cron", "debian", str(src), "-o", str(tmp_path / "m.yaml"))
     assert (r.returncode, r.stderr.splitlines()) == (0, [
         f"{src}:2: note: the lines end in CR LF (a file saved on Windows): cron kept the CR as the last character of each "
         "command, so these jobs most likely failed under cron ('...\\r: not found'); imported without it, they run: "
@@ -534,7 +534,7 @@ def test_a_sixth_time_field_is_refused_as_cron_refuses_it(tmp_path, line):
     as the command, `* /usr/bin/backup` ran the first name the shell's '*' expanded to."""
     src = tmp_path / "shop"
     src.write_text(line + "\n")
-    r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", str(src), "-o", str(tmp_path / "m.yaml"))
+    r = _jobgen("import-crontab", "--user-crontab", "--user", "shop", "--cron", "debian", str(src), "-o", str(tmp_path / "m.yaml"))
     assert r.returncode == 1
     assert r.stderr.splitlines() == [
         f"{src}:1: error: the command starts with '*': cron refuses the line (a sixth time field? cron has five); "

@@ -823,6 +823,24 @@ def test_a_debian_image_keeps_debian_s_rule(image, tmp_path):
 
 
 
+
+@pytest.mark.parametrize("command, period", [
+    ("cd / && run-parts --report /etc/cron.hourly", "hourly"),  # Debian's /etc/crontab
+    ("test -x /usr/sbin/anacron || { cd / && run-parts --report /etc/cron.daily; }", "daily"),  # Debian 12, 13
+    ("test -x /usr/sbin/anacron || ( cd / && run-parts --report /etc/cron.weekly )", "weekly"),  # Debian 11, Ubuntu
+    ("run-parts /etc/cron.hourly", "hourly"),  # RHEL's and Fedora's /etc/cron.d/0hourly
+    ("[ ! -f /etc/cron.hourly/0anacron ] && run-parts /etc/cron.daily", "daily"),  # cronie-noanacron's dailyjobs
+    ("nice run-parts /etc/cron.monthly", "monthly"),  # RHEL's anacrontab
+    ("run-parts --report /etc/cron.daily", "daily"),  # Debian's anacrontab
+    ("run-parts --list /etc/cron.daily", None),
+    ("[ -e /etc/maintenance ] || run-parts --report /etc/cron.daily", None),
+    ("run-parts --report /etc/cron.daily > /var/log/daily.log", None),
+])  # fmt: skip
+def test_the_shapes_distributions_ship_are_runners_and_no_other(command, period):
+    from jobgen.tools import crontab_host
+
+    assert crontab_host.runner_folder(("/bin/sh", "-c", command)) == period
+
 # A line is the folder's runner (its scripts become jobs at its time) only when running the
 # folder is all it does: a guard in front, a pipe after, or run-parts' --list made the
 # folder's scripts jobs that ran unguarded, or at all, where cron ran them guarded or never.

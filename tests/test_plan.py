@@ -512,3 +512,33 @@ def test_check_warns_where_systemd_cannot_compute_the_next_elapse_in_the_zone_na
         "'*-*-* 00/7:00:00' in Europe/Berlin after 2026-03-28 20:00:00 UTC (\"Infinite loop in calendar calculation\"): "
         "the timer stops there and the job runs no more until the timer is started again"
     ]
+
+
+def test_user_root_and_no_user_are_one_identity_for_a_shared_lock_and_a_queue_spool():
+    """An imported root job names `user: root` (import-crontab); a hand-written one leaves
+    user: out. Sharing a host lock, they were refused as two owners of one file, and a
+    queue spool of `user: root` got the group '-' where no user: gets root's."""
+    text = textwrap.dedent("""\
+        jobgen: 1
+        target: {systemd: "252"}
+        jobs:
+          imported:
+            command: [/bin/true]
+            schedule: daily
+            user: root
+            lock: {name: shared}
+          written:
+            command: [/bin/true]
+            schedule: hourly
+            lock: {name: shared}
+          drained:
+            command: [/bin/true]
+            schedule: hourly
+            user: root
+            overlap: queue
+        """)
+    manifest, _ = validate.validate(load.load_text(text, "m.yaml"), "m.yaml")
+    the_plan = compiler_plan.plan(manifest)
+    (snippet,) = [f for f in the_plan.files if f.kind == "tmpfiles"]
+    assert "d /var/lib/jobgen/queue/drained 0700 root root -" in snippet.lines
+    assert "f /run/jobgen/shared.lock 0600 root root -" in snippet.lines

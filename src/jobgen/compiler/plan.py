@@ -804,7 +804,8 @@ def _queue_files(ctx: _Context, job: Job) -> tuple[list[UnitFile], RunSpec, list
         path.set("Path", "Unit", Raw(drainer))
         path.set("Install", "WantedBy", Raw("paths.target"))
         files.append(path.freeze(f"job {job.name}: queue watch"))
-        owner, group = job.user or "root", job.group or ("root" if not job.user else "-")
+        # `user: root` is no user: (an imported root job names it): root's group, not '-'.
+        owner, group = job.user or "root", job.group or ("root" if job.user in (None, "root") else "-")
         lines += ["d /var/lib/jobgen 0755 root root -", f"d {QUEUE_DIR} 0755 root root -"]
         lines += [f"d {spool}{sub} 0700 {owner} {group} -" for sub in ("", *(f"/{d}" for d in queue_contract.SPOOL_FOLDERS))]
     run = lambda: enq_run()._replace(argv=(*enqueue, "jobgen run"))  # noqa: E731 - the enqueuer unit's context

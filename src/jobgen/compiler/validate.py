@@ -1192,7 +1192,8 @@ def _host_lock_files(jobs: tuple[Job, ...], p: _Problems) -> None:
                 f"{folder}",
             )
         first = users.setdefault(path, job)
-        if (first.user, first.group) != (job.user, job.group):
+        # `user: root` and no user: are one identity (an imported root job names it).
+        if (first.user or "root", first.group) != (job.user or "root", job.group):
             # Two lines for one path in tmpfiles.d: systemd-tmpfiles keeps the first and
             # ignores the other ("Duplicate line"), so one job cannot open its lock.
             p.error(
@@ -1205,7 +1206,7 @@ def _host_lock_files(jobs: tuple[Job, ...], p: _Problems) -> None:
 
 
 def _identity(c: Common) -> str:
-    user = f"user {c.user}" if c.user else "root"
+    user = f"user {c.user}" if c.user and c.user != "root" else "root"
     return f"{user}, group {c.group}" if c.group else user
 
 

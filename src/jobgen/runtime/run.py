@@ -438,7 +438,7 @@ def build(spec: Spec, *, euid: int | None = None, defaults: ManagerDefaults | No
             groups = tuple(os.getgrouplist(pw.pw_name, gid))
         elif pw.pw_uid != euid:
             raise RunError("permission", f"the job runs as user '{user}'; run `jobgen run` "
-                           f"as root (or as {user})")
+                           f"as root" + (f" (or as {user})" if pw.pw_uid != 0 else ""))
         else:
             gid = None  # already this user; keep the groups we have
         login = spec.user not in SYNTHESIZED_NO_LOGIN
