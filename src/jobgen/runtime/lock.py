@@ -334,10 +334,13 @@ class Holder:
         try:
             target = backends.parse_url(self.args.backend, self.env)
             if self.args.password_file:
-                target = backends.with_password(target, backends.read_password(self.args.password_file, self.env))
+                target = backends.with_password(target, self._read_password())
             backend = backends.load(target.scheme)
         except ConfigError as e:
             return self._finish("config-error", str(e))
+        except _Interrupted as e:  # stopped while its password file was awaited
+            self.phase = "done"
+            return self._finish_signal(e.signum, "before acquiring")
         self._warn_lease(target)
         opts = backends.Options(wait=self.args.wait, ttl=self.args.ttl,
                                 connect_timeout=self.args.connect_timeout)
@@ -345,6 +348,16 @@ class Holder:
             self.phase = "done"
             return self._finish_signal(self.pending[0], "before acquiring")
         return self._locked_run(backend, target, opts)
+
+    def _read_password(self) -> str:
+        """--password-file's secret. Reading it may wait (a FIFO whose writer has not come):
+        a stop signal then ends the wait (_on_signal raises in this phase), as it ends a
+        wait for the lock; queued, it was never seen, and the holder could not be stopped."""
+        self.phase = "reading"
+        try:
+            return backends.read_password(self.args.password_file, self.env)
+        finally:
+            self.phase = "setup"
 
     def _warn_lease(self, target: backends.Target) -> None:
         # A failed renewal is noticed up to one renewal interval + connect-timeout after the
@@ -494,7 +507,7 @@ class Holder:
         # Runs in the main thread between bytecodes (Python signal semantics).
         if os.getpid() != self.pid:  # a forked child between fork and exec: not ours to handle
             return
-        if self.phase == "acquiring":
+        if self.phase in ("acquiring", "reading"):
             raise _Interrupted(signum)
         if self.phase in ("setup", "starting"):
             self.pending.append(signum)
