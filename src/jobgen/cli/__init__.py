@@ -88,12 +88,9 @@ def _say(stream, lines: list[str]) -> OSError | None:
             print(line, file=stream)
         stream.flush()
     except (OSError, ValueError) as exc:
-        # What is still buffered would fail again when the interpreter exits: send it nowhere.
-        try:
-            null = os.open(os.devnull, os.O_WRONLY)
-            os.dup2(null, stream.fileno())
-        except (OSError, ValueError):
-            pass
+        from jobgen.contract.oneline import silence
+
+        silence(stream)  # what is still buffered would fail again when the interpreter exits
         return exc if isinstance(exc, OSError) else OSError(errno.EBADF, os.strerror(errno.EBADF))
     return None
 

@@ -22,7 +22,7 @@ from enum import Enum
 from pathlib import Path
 from typing import Callable, Optional
 
-from jobgen.contract.oneline import one_line
+from jobgen.contract.oneline import one_line, to_stderr
 from jobgen.cli.exits import EXIT_DRIFT, EXIT_INTERNAL, EXIT_INTERRUPTED, EXIT_INVALID, EXIT_OK, JSON_FORMAT, STDOUT_PRODUCT, failure_document, json_asked, judged
 
 # command module (jobgen.cli.<name>) in the order `jobgen --help` lists them
@@ -72,14 +72,7 @@ def err(line: str) -> None:
     line = one_line(line)
     if line.startswith(_ERROR):
         _Said.error = line[len(_ERROR):]
-    stream = sys.stderr
-    if stream is None:
-        return
-    try:
-        stream.write(line + "\n")
-        stream.flush()
-    except (OSError, ValueError):
-        pass
+    to_stderr(line + "\n")
 
 
 def echo(text: str, nl: bool = True) -> None:

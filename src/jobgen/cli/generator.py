@@ -87,12 +87,14 @@ class Log:
             # One problem, one journal line: a file name with a newline (/etc/jobgen/a<LF>b.yaml)
             # or another control character is shown escaped, never split or sent to the terminal.
             text = "".join(c if c.isprintable() else repr(c)[1:-1] for c in text)
+        # contract/oneline.to_stderr's rule, written out here: a hit loads no module it
+        # does not need (tests/test_generator_cache.py), and this runs on every boot.
         try:
             print(text, file=sys.stderr, flush=True)
         except (OSError, ValueError, AttributeError):
             # A console that cannot take the line (full, gone, closed: sys.stderr None) costs
             # the line, never the units of every other manifest; what stderr still buffers
-            # goes to /dev/null, not into an error at exit (status 120), as cli/__init__._say.
+            # goes to /dev/null, not into an error at exit (status 120).
             try:
                 null = os.open(os.devnull, os.O_WRONLY | os.O_CLOEXEC)
                 os.dup2(null, sys.stderr.fileno())

@@ -226,19 +226,12 @@ def _zone_problem(zone: str) -> str | None:
 
 def _home(name: str) -> str | None:
     """A user's home folder on this host (a FILE is read as this host's cron reads it)."""
-    import pwd
+    from jobgen.host.crontabs import host_account
 
-    try:
-        return pwd.getpwnam(name).pw_dir
-    except (KeyError, UnicodeEncodeError):
-        return None
+    return account.pw_dir if (account := host_account(name)) is not None else None
 
 
 def _is_user(name: str) -> bool:
-    import pwd
+    from jobgen.host.crontabs import host_account
 
-    try:
-        pwd.getpwnam(name)
-    except (KeyError, UnicodeEncodeError):
-        return False
-    return True
+    return host_account(name) is not None

@@ -189,7 +189,7 @@ class HostCron:
     def user(self, name: str) -> bool:
         """Whether cron's getpwnam() finds NAME: in the root's /etc/passwd, or on this host
         (ROOT /) through its name services too (LDAP, SSSD)."""
-        return name in self.users or (str(self.root) == "/" and _host_user(name))
+        return name in self.users or (str(self.root) == "/" and host_account(name) is not None)
 
     def folder(self, path: str) -> bool:
         """Whether PATH is a folder in the image (links resolved inside it, never out)."""
@@ -317,36 +317,33 @@ def _file(root: Path, rel: str, out: HostCron, user: str | None = None, missing_
         return None
 
 
-def _passwd(root: Path) -> dict[str, int]:
+def _passwd(root: Path) -> tuple[dict[str, int], dict[str, str]]:
+    """The users of the root's /etc/passwd, read once: name -> uid, and name -> home folder
+    (passwd(5)'s third and sixth fields)."""
     try:
         text = _read(root, PASSWD)
     except _Refused:
-        return {}
-    users = {}
+        return {}, {}
+    uids: dict[str, int] = {}
+    homes: dict[str, str] = {}
     for line in text.splitlines():
         parts = line.split(":")
         if len(parts) >= 3 and parts[2].isdigit():
-            users.setdefault(parts[0], int(parts[2]))
-    return users
+            uids.setdefault(parts[0], int(parts[2]))
+            if len(parts) >= 7:
+                homes.setdefault(parts[0], parts[5])
+    return uids, homes
 
 
-def _host_user(name: str) -> bool:
+def host_account(name: str):
+    """NAME's passwd entry on this host, as cron's getpwnam() finds it (files and the name
+    services: LDAP, SSSD), or None."""
     import pwd
 
     try:
-        pwd.getpwnam(name)
+        return pwd.getpwnam(name)
     except (KeyError, UnicodeEncodeError, ValueError):
-        return False
-    return True
-
-
-def _homes(root: Path) -> dict[str, str]:
-    """passwd(5)'s sixth field, the home folder, of each user of the root's /etc/passwd."""
-    try:
-        text = _read(root, PASSWD)
-    except _Refused:
-        return {}
-    return {parts[0]: parts[5] for parts in (line.split(":") for line in text.splitlines()) if len(parts) >= 7}
+        return None
 
 
 def host_zone(root: Path) -> str | None:
@@ -423,9 +420,8 @@ def read_host(root: Path, flavour_name: str | None = None) -> HostCron:
     """Everything cron reads on the host whose root is ROOT, by the rules of the cron
     ``flavour_name`` names (a key of FLAVOURS; None: the one the image's files tell)."""
     out = HostCron(root)
-    passwd = _passwd(root)
+    passwd, out.homes = _passwd(root)
     out.users = frozenset(passwd)
-    out.homes = _homes(root)
     out.zone = host_zone(root)
     out.anacron = _executable(root, ANACRON)
     out.flavour = flavour = FLAVOURS[flavour_name or image_flavour(root)]

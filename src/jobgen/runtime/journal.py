@@ -10,7 +10,8 @@ test), the message goes to stderr as one line, so nothing is silently lost.
 from __future__ import annotations
 
 import socket
-import sys
+
+from jobgen.contract.oneline import to_stderr
 
 SOCKET = "/run/systemd/journal/socket"
 
@@ -30,19 +31,7 @@ def send(fields: dict[str, str], socket_path: str = SOCKET, fallback: bool = Tru
         return True
     except OSError:
         if fallback:
-            _to_stderr(f"{fields.get('SYSLOG_IDENTIFIER', 'jobgen')}: {fields.get('MESSAGE', '')}\n")
+            # A line stderr cannot take is lost, never the work it reports: a drain's request
+            # must not fail, nor use up an attempt, for want of its status line.
+            to_stderr(f"{fields.get('SYSLOG_IDENTIFIER', 'jobgen')}: {fields.get('MESSAGE', '')}\n")
         return False
-
-
-def _to_stderr(line: str) -> None:
-    """The entry where there is no journal. A line stderr cannot take (closed, `2>&-`; a
-    full disk; a reader gone away) is lost, never the caller's failure: it reports work (a
-    drain's request, an enqueue) that must not fail, nor use up an attempt, for want of its
-    status line. What stays buffered is dropped when jobgen exits (cli/__init__.py _say)."""
-    if sys.stderr is None:  # closed before Python started: sys.stderr is None (`2>&-`)
-        return
-    try:
-        sys.stderr.write(line)
-        sys.stderr.flush()
-    except (OSError, ValueError):  # ValueError: a stream closed under us
-        pass
