@@ -351,8 +351,10 @@ class Holder:
 
     def _read_password(self) -> str:
         """--password-file's secret. Reading it may wait (a FIFO whose writer has not come):
-        a stop signal then ends the wait (_on_signal raises in this phase), as it ends a
-        wait for the lock; queued, it was never seen, and the holder could not be stopped."""
+        a stop signal then ends the wait (_on_signal raises in this phase, read(2) returns
+        EINTR), as it ends a wait for the lock; queued, it was never seen, and the holder
+        could not be stopped. One that lands between open(2) and read(2) interrupts nothing:
+        it raises once the read returns, still in this phase (tests/cluster/test_holder_cli.py)."""
         self.phase = "reading"
         try:
             return backends.read_password(self.args.password_file, self.env)
